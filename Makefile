@@ -1,0 +1,26 @@
+# The course's commands. `make test` and `make demo` set everything up first when needed.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup test demo lab release clean
+
+setup: $(STAMP)
+
+# Idempotent: re-runs only when the requirements change.
+$(STAMP): requirements-cpu.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-cpu.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+test: setup
+	$(PY) -m pytest tests
+
+lab: setup
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+
+clean:
+	rm -rf $(VENV) .pytest_cache runs

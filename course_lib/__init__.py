@@ -1,0 +1,53 @@
+"""course_lib: the reference implementation of every graded function of the course.
+
+Each function here exists once; the solution notebooks show this same code and the
+autograder's hidden cases are generated from it.
+"""
+
+from .gsm8k import (
+    DataFormatError,
+    extract_gsm8k_answer,
+    format_r1_zero_prompt,
+    gsm8k_to_r1_zero,
+    load_gsm8k,
+    load_problems,
+    r1_zero_prompt_template,
+    read_jsonl,
+)
+from .grpo import (
+    compute_group_normalized_rewards,
+    compute_grpo_clip_loss,
+    compute_naive_policy_gradient_loss,
+    compute_policy_gradient_loss,
+    grpo_microbatch_train_step,
+)
+from .logprobs import compute_entropy, final_logits_softcap, get_response_log_probs, log_probs_from_logits
+from .masking import masked_mean, masked_normalize
+from .rewards import r1_zero_reward_fn
+from .sft import sft_microbatch_train_step
+from .tokenization import tokenize_prompt_and_output
+
+__all__ = [
+    "DataFormatError",
+    "compute_entropy",
+    "compute_group_normalized_rewards",
+    "compute_grpo_clip_loss",
+    "compute_naive_policy_gradient_loss",
+    "compute_policy_gradient_loss",
+    "extract_gsm8k_answer",
+    "final_logits_softcap",
+    "format_r1_zero_prompt",
+    "get_response_log_probs",
+    "grpo_microbatch_train_step",
+    "gsm8k_to_r1_zero",
+    "load_gsm8k",
+    "load_problems",
+    "log_probs_from_logits",
+    "masked_mean",
+    "masked_normalize",
+    "r1_zero_prompt_template",
+    "r1_zero_reward_fn",
+    "read_jsonl",
+    "sft_microbatch_train_step",
+    "tokenize_prompt_and_output",
+]
