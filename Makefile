@@ -24,3 +24,7 @@ lab: setup
 
 clean:
 	rm -rf $(VENV) .pytest_cache runs
+
+# The main job: base -> SFT -> GRPO on the embedded tiny default (CPU, minutes).
+demo: setup
+	$(PY) -m course_lib.demo
