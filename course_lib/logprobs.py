@@ -38,7 +38,7 @@ def compute_entropy(logits: torch.Tensor) -> torch.Tensor:
     Returns:
         (...,) entropies in nats.
     """
-    log_p = torch.log_softmax(_float(logits), dim=-1)
+    log_p = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
     return -(log_p.exp() * log_p).sum(dim=-1)
 
 

@@ -5,13 +5,6 @@ from __future__ import annotations
 import torch
 
 
-def _masked_sum(tensor: torch.Tensor, mask: torch.Tensor, dim: int | None) -> torch.Tensor:
-    # torch.where, not tensor * mask: a masked-out -inf or NaN (a padding log-prob, say) must
-    # not leak into the sum as inf * 0 = NaN.
-    kept = torch.where(mask.bool(), tensor, torch.zeros((), dtype=tensor.dtype, device=tensor.device))
-    return kept.sum() if dim is None else kept.sum(dim=dim)
-
-
 def masked_normalize(
     tensor: torch.Tensor,
     mask: torch.Tensor,
@@ -33,7 +26,11 @@ def masked_normalize(
         `tensor` summed over `dim` (shape without `dim`), or a 0-dim tensor when dim is None.
         An all-zero mask gives 0.
     """
-    return _masked_sum(tensor, mask, dim) / normalize_constant
+    # torch.where, not tensor * mask: a masked-out -inf or NaN (a padding log-prob, say) must
+    # not leak into the sum as inf * 0 = NaN.
+    kept = torch.where(mask.bool(), tensor, 0.0)
+    total = kept.sum() if dim is None else kept.sum(dim=dim)
+    return total / normalize_constant
 
 
 def masked_mean(tensor: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
@@ -44,6 +41,8 @@ def masked_mean(tensor: torch.Tensor, mask: torch.Tensor, dim: int | None = None
     Shapes as in `masked_normalize`. An all-zero mask along `dim` gives 0/0 = NaN, on purpose:
     a mean of nothing is undefined, and a silent 0 would hide an empty response.
     """
-    count = mask.to(tensor.dtype if tensor.is_floating_point() else torch.float32)
-    count = count.sum() if dim is None else count.sum(dim=dim)
-    return _masked_sum(tensor, mask, dim) / count
+    kept = torch.where(mask.bool(), tensor, 0.0)  # where, not *: see masked_normalize
+    count = mask.to(kept.dtype)
+    if dim is None:
+        return kept.sum() / count.sum()
+    return kept.sum(dim=dim) / count.sum(dim=dim)

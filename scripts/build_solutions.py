@@ -1,0 +1,170 @@
+"""Build the nbgrader source notebooks in `solutions/` from the lesson texts in `lessons/`.
+
+A lesson is a Python file in "percent" format: cells start with a header line
+
+    # %% [markdown]                      a markdown cell (leading "# " stripped from each line)
+    # %%                                 a plain code cell
+    # %% [solution] MODULE:NAME ...      a graded answer cell: the cell's own lines (imports,
+                                         say), then the source of each reference object from
+                                         course_lib, with every function body between
+                                         ### BEGIN SOLUTION / ### END SOLUTION
+    # %% [given] MODULE:NAME ...         the full source of reference objects, not graded
+    # %% [tests] ID POINTS               an autograded test cell worth POINTS, grade id ID
+
+so a solution notebook shows *the same code* as `course_lib`: the reference is written once.
+`nbgrader generate_assignment` then turns each solution region into `raise NotImplementedError()`
+and drops the `### BEGIN HIDDEN TESTS` ... `### END HIDDEN TESTS` lines of test cells.
+
+Usage: python scripts/build_solutions.py [--check]   (--check: fail if solutions/ is stale)
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import inspect
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSONS = ROOT / "lessons"
+SOLUTIONS = ROOT / "solutions"
+HEADER = re.compile(r"^# %%(?:\s+\[(\w+)\](.*))?\s*$")
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+
+
+def reference_source(ref: str) -> str:
+    """Source text of `module:name` (e.g. `course_lib.masking:masked_mean`), dedented."""
+    module_name, _, name = ref.partition(":")
+    obj = getattr(importlib.import_module(module_name), name)
+    return textwrap.dedent(inspect.getsource(obj))
+
+
+def mark_solution_bodies(source: str) -> str:
+    """Wrap the body of every function in `source` (methods too) in solution delimiters.
+
+    The signature and docstring stay visible to the student; everything after the docstring
+    becomes the solution region.
+    """
+    lines = source.splitlines()
+    regions = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+                body = body[1:]
+            if not body:
+                continue
+            first = body[0].lineno - 1
+            for dec in getattr(body[0], "decorator_list", []):
+                first = min(first, dec.lineno - 1)
+            last = node.end_lineno  # exclusive, 0-based end
+            indent = re.match(r"\s*", lines[first]).group(0)
+            regions.append((first, last, indent))
+    # innermost-last insertion would break outer line numbers: insert bottom-up, skip nested
+    regions.sort(reverse=True)
+    kept = []
+    for first, last, indent in regions:
+        if any(f <= first and last <= l for f, l, _ in kept):
+            continue
+        kept.append((first, last, indent))
+    for first, last, indent in kept:
+        lines[last:last] = [f"{indent}### END SOLUTION"]
+        lines[first:first] = [f"{indent}### BEGIN SOLUTION"]
+    return "\n".join(lines)
+
+
+def split_cells(text: str, path: Path) -> list[tuple[str | None, str, list[str], int]]:
+    """(kind, header argument, body lines, line number) for each cell of a lesson file."""
+    cells = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        match = HEADER.match(line)
+        if match:
+            cells.append((match.group(1), (match.group(2) or "").strip(), [], lineno))
+        elif cells:
+            cells[-1][2].append(line)
+        elif line.strip():
+            raise ValueError(f"{path}:{lineno}: text before the first '# %%' cell header")
+    return cells
+
+
+def _trim(lines: list[str]) -> str:
+    return "\n".join(lines).strip("\n")
+
+
+def build_notebook(path: Path) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata = {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
+    for index, (kind, arg, body, lineno) in enumerate(split_cells(path.read_text(encoding="utf-8"), path)):
+        where = f"{path.name}:{lineno}"
+        if kind == "markdown":
+            text = "\n".join(re.sub(r"^# ?", "", line) for line in body)
+            cell = nbformat.v4.new_markdown_cell(text.strip("\n"))
+        elif kind is None:
+            cell = nbformat.v4.new_code_cell(_trim(body))
+        elif kind in ("solution", "given"):
+            refs = arg.split()
+            if not refs:
+                raise ValueError(f"{where}: [{kind}] needs at least one MODULE:NAME")
+            parts = [_trim(body)] if _trim(body) else []
+            for ref in refs:
+                src = reference_source(ref)
+                parts.append(mark_solution_bodies(src) if kind == "solution" else src)
+            cell = nbformat.v4.new_code_cell("\n\n\n".join(parts))
+            if kind == "solution":
+                name = refs[-1].partition(":")[2]
+                cell.metadata["nbgrader"] = {
+                    "grade": False, "solution": True, "locked": False,
+                    "grade_id": f"solution_{name}", "schema_version": 3,
+                }
+        elif kind == "tests":
+            fields = arg.split()
+            if len(fields) != 2 or not fields[1].isdigit():
+                raise ValueError(f"{where}: [tests] needs 'ID POINTS', got {arg!r}")
+            cell = nbformat.v4.new_code_cell(_trim(body))
+            cell.metadata["nbgrader"] = {
+                "grade": True, "solution": False, "locked": True,
+                "grade_id": fields[0], "points": int(fields[1]), "schema_version": 3,
+            }
+        else:
+            raise ValueError(f"{where}: unknown cell kind [{kind}]")
+        cell.id = f"c{index:03d}"
+        nb.cells.append(cell)
+    return nb
+
+
+def solution_path(lesson: Path) -> Path:
+    """lessons/01_tokenization.py -> solutions/01/01_tokenization.ipynb (assignment id "01")."""
+    return SOLUTIONS / lesson.stem.split("_", 1)[0] / f"{lesson.stem}.ipynb"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if any solution notebook is stale")
+    args = parser.parse_args(argv)
+    stale = []
+    for lesson in sorted(LESSONS.glob("[0-9][0-9]_*.py")):
+        target = solution_path(lesson)
+        text = nbformat.writes(build_notebook(lesson)) + "\n"
+        current = target.read_text(encoding="utf-8") if target.exists() else None
+        if current == text:
+            continue
+        stale.append(target.relative_to(ROOT))
+        if not args.check:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+    if args.check and stale:
+        print("stale solution notebooks (run `make release`):", *stale, sep="\n  ", file=sys.stderr)
+        return 1
+    for path in stale:
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
