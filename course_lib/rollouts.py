@@ -1,0 +1,219 @@
+"""Rollouts: one interface, two engines (Hugging Face `generate`-style on CPU, vLLM for real runs).
+
+A rollout engine turns prompts into sampled completions. The GRPO trainer and the evaluation
+only ever see `RolloutEngine`, so the engine is a configuration choice:
+
+- `HFEngine`: batched sampling with the policy module itself (left padding, a KV cache, one
+  forward per new token). It shares the policy's parameters, so it is always in sync and
+  `load_weights` has nothing to copy. The CPU default.
+- `VLLMEngine` (in `course_lib.vllm_engine`): the real engine, a separate copy of the weights
+  that `load_weights` refreshes after every optimizer step.
+
+Contract of `generate` (both engines keep it; a test checks greedy parity between them):
+- it returns `len(prompts) * params.n` rollouts, the `n` samples of each prompt consecutive
+  (a *group*, as GRPO's advantages expect);
+- `text` includes the stop string when generation stopped on one (the reward must see
+  "</answer>") and nothing after it; `finish_reason` is "stop" (stop string or end-of-text
+  token) or "length" (`max_tokens` reached);
+- `token_ids` are the generated ids, up to and including the one that completed the stop
+  string (never the end-of-text token itself);
+- temperature 0 means greedy decoding.
+
+Temperature matters beyond sampling: sampling at temperature T draws from softmax(logits / T),
+so every log-probability the trainer uses for that sample (old, new and reference policy) must
+be computed from logits / T too. See `course_lib.grpo_trainer`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import torch
+
+
+@dataclass
+class SamplingParams:
+    """How to sample. `n` samples per prompt; `seed` makes one call reproducible by itself."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 256
+    min_tokens: int = 0
+    stop: tuple[str, ...] = ("</answer>",)
+    n: int = 1
+    seed: int | None = None
+
+    def __post_init__(self):
+        self.stop = tuple(self.stop or ())
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.n < 1 or self.max_tokens < 1 or self.min_tokens < 0:
+            raise ValueError(f"need n >= 1, max_tokens >= 1, min_tokens >= 0; got {self}")
+
+
+@dataclass
+class Rollout:
+    """One sampled completion of `prompt`."""
+
+    prompt: str
+    text: str
+    token_ids: list[int]
+    finish_reason: str  # "stop" | "length"
+
+
+@runtime_checkable
+class RolloutEngine(Protocol):
+    def generate(self, prompts: list[str], params: SamplingParams) -> list[Rollout]:
+        """`len(prompts) * params.n` rollouts, grouped by prompt; see the module docstring."""
+        ...
+
+    def load_weights(self, model: torch.nn.Module) -> None:
+        """Make the engine sample from `model`'s current weights."""
+        ...
+
+
+def _cut_at_stop(text: str, stops: tuple[str, ...]) -> tuple[str, bool]:
+    """`text` up to and including the earliest stop string, and whether one was found."""
+    best = None
+    for s in stops:
+        i = text.find(s)
+        if i >= 0 and (best is None or i + len(s) < best):
+            best = i + len(s)
+    return (text, False) if best is None else (text[:best], True)
+
+
+class HFEngine:
+    """Batched sampling with a Hugging Face causal LM, sharing the policy module (CPU default).
+
+    Prompts are left-padded so that every row's next token sits in the last column; positions
+    come from the attention mask, so padding changes nothing for a row. Sampling draws from
+    softmax(logits / T) (after an optional top-p cut); T = 0 is greedy. With `params.seed`
+    the call uses its own generator; without, torch's global RNG (which checkpoints save).
+    """
+
+    def __init__(self, model: torch.nn.Module, tokenizer, batch_size: int = 64):
+        if tokenizer.pad_token_id is None:
+            raise ValueError("the tokenizer has no pad_token_id; set one before generating")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+
+    def load_weights(self, model: torch.nn.Module) -> None:
+        if model is self.model:
+            return  # the same module: always in sync
+        self.model.load_state_dict(model.state_dict())
+
+    @torch.no_grad()
+    def generate(self, prompts: list[str], params: SamplingParams) -> list[Rollout]:
+        expanded = [p for p in prompts for _ in range(params.n)]
+        gen = None
+        if params.seed is not None:
+            gen = torch.Generator(device="cpu").manual_seed(params.seed)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            out: list[Rollout] = []
+            for start in range(0, len(expanded), self.batch_size):
+                out += self._generate_batch(expanded[start : start + self.batch_size], params, gen)
+        finally:
+            self.model.train(was_training)
+        return out
+
+    def _device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def _generate_batch(self, prompts: list[str], params: SamplingParams, gen) -> list[Rollout]:
+        tok = self.tokenizer
+        device = self._device()
+        ids = tok(list(prompts), add_special_tokens=False)["input_ids"]
+        width = max(len(x) for x in ids)
+        batch = len(ids)
+        input_ids = torch.full((batch, width), tok.pad_token_id, dtype=torch.long)
+        attn = torch.zeros((batch, width), dtype=torch.long)
+        for i, x in enumerate(ids):
+            input_ids[i, width - len(x) :] = torch.tensor(x, dtype=torch.long)
+            attn[i, width - len(x) :] = 1
+        input_ids, attn = input_ids.to(device), attn.to(device)
+        positions = (attn.cumsum(-1) - 1).clamp(min=0)
+        eos = tok.eos_token_id
+        max_stop = max((len(s) for s in params.stop), default=0)
+
+        generated: list[list[int]] = [[] for _ in range(batch)]
+        finish = [None] * batch
+        out = self.model(input_ids=input_ids, attention_mask=attn, position_ids=positions, use_cache=True)
+        past = out.past_key_values
+        logits = out.logits[:, -1, :].float()
+        next_pos = positions[:, -1] + 1
+        for t in range(params.max_tokens):
+            if eos is not None and t < params.min_tokens:
+                logits[:, eos] = float("-inf")
+            nxt = self._pick(logits, params, gen)
+            active = [i for i in range(batch) if finish[i] is None]
+            for i in active:
+                token = int(nxt[i])
+                if eos is not None and token == eos:
+                    finish[i] = "stop"
+                    continue
+                generated[i].append(token)
+                if params.stop and t + 1 > params.min_tokens:
+                    # only the tail can newly complete a stop string
+                    tail = tok.decode(generated[i][-(max_stop + 2) :], skip_special_tokens=False)
+                    if any(s in tail for s in params.stop):
+                        finish[i] = "stop"
+            if all(f is not None for f in finish):
+                break
+            if t + 1 == params.max_tokens:
+                break
+            done = torch.tensor([f is not None for f in finish], device=device)
+            nxt = torch.where(done, torch.full_like(nxt, tok.pad_token_id), nxt)
+            attn = torch.cat([attn, (~done).long()[:, None]], dim=1)
+            out = self.model(
+                input_ids=nxt[:, None], attention_mask=attn, position_ids=next_pos[:, None],
+                past_key_values=past, use_cache=True,
+            )
+            past = out.past_key_values
+            logits = out.logits[:, -1, :].float()
+            next_pos = next_pos + 1
+
+        rollouts = []
+        for i in range(batch):
+            text = tok.decode(generated[i], skip_special_tokens=False)
+            token_ids = generated[i]
+            reason = finish[i] or "length"
+            cut, stopped = _cut_at_stop(text, params.stop)
+            if stopped:  # the last id completed the stop string; drop any text after it
+                reason = "stop"
+                text = cut
+            rollouts.append(Rollout(prompt=prompts[i], text=text, token_ids=list(token_ids), finish_reason=reason))
+        return rollouts
+
+    @staticmethod
+    def _pick(logits: torch.Tensor, params: SamplingParams, gen) -> torch.Tensor:
+        if params.temperature == 0:
+            return logits.argmax(dim=-1)
+        scaled = logits / params.temperature
+        if params.top_p < 1.0:
+            sorted_logits, order = scaled.sort(dim=-1, descending=True)
+            probs = sorted_logits.softmax(dim=-1)
+            drop = probs.cumsum(-1) - probs > params.top_p  # keep the smallest set reaching top_p
+            sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+            scaled = torch.full_like(scaled, float("-inf")).scatter(-1, order, sorted_logits)
+        probs = scaled.softmax(dim=-1)
+        return torch.multinomial(probs, 1, generator=gen).squeeze(-1)
+
+
+def make_engine(name: str, model: torch.nn.Module, tokenizer, **kw) -> RolloutEngine:
+    """The rollout engine called `name`: "hf" (CPU default) or "vllm" (needs the vllm extra)."""
+    if name == "hf":
+        return HFEngine(model, tokenizer, **kw)
+    if name == "vllm":
+        from .vllm_engine import VLLMEngine  # imported lazily: vllm is an optional dependency
+
+        return VLLMEngine(model, tokenizer, **kw)
+    raise ValueError(f"unknown rollout engine {name!r}; expected 'hf' or 'vllm'")
+
+
+__all__ = ["HFEngine", "Rollout", "RolloutEngine", "SamplingParams", "make_engine"]
