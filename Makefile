@@ -28,3 +28,14 @@ clean:
 # The main job: base -> SFT -> GRPO on the embedded tiny default (CPU, minutes).
 demo: setup
 	$(PY) -m course_lib.demo
+
+# Student notebooks: lessons/ -> solutions/ (source notebooks) -> notebooks/ (nbgrader release).
+release: setup
+	$(PY) scripts/build_solutions.py
+	$(PY) -m autograder.release
+
+# Grade a folder of submissions (nbgrader layout COURSE/submitted/<student>/<ASSIGNMENT>/),
+# sandboxed and in parallel: make grade ASSIGNMENT=01 COURSE=path/to/course
+COURSE ?= .
+grade: setup
+	$(PY) -m autograder.grade $(ASSIGNMENT) --course $(COURSE)

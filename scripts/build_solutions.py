@@ -9,6 +9,8 @@ A lesson is a Python file in "percent" format: cells start with a header line
                                          course_lib, with every function body between
                                          ### BEGIN SOLUTION / ### END SOLUTION
     # %% [given] MODULE:NAME ...         the full source of reference objects, not graded
+                                         (a constant, e.g. a compiled regex, is written as
+                                         `NAME = repr(value)`)
     # %% [tests] ID POINTS               an autograded test cell worth POINTS, grade id ID
 
 so a solution notebook shows *the same code* as `course_lib`: the reference is written once.
@@ -39,10 +41,20 @@ KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "nam
 
 
 def reference_source(ref: str) -> str:
-    """Source text of `module:name` (e.g. `course_lib.masking:masked_mean`), dedented."""
+    """Source text of `module:name` (e.g. `course_lib.masking:masked_mean`), dedented.
+
+    A constant (a compiled regex, a number, a string...) becomes `name = repr(value)`, checked to
+    evaluate back to an equal value, so the notebook's functions can stay self-contained.
+    """
     module_name, _, name = ref.partition(":")
-    obj = getattr(importlib.import_module(module_name), name)
-    return textwrap.dedent(inspect.getsource(obj))
+    module = importlib.import_module(module_name)
+    obj = getattr(module, name)
+    if inspect.isfunction(obj) or inspect.isclass(obj):
+        return textwrap.dedent(inspect.getsource(obj))
+    text = f"{name} = {obj!r}"
+    if eval(repr(obj), {"re": re}) != obj:
+        raise ValueError(f"{ref}: repr() of this constant does not evaluate back to it; write it in the lesson")
+    return text
 
 
 def mark_solution_bodies(source: str) -> str:

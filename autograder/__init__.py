@@ -1,0 +1,11 @@
+"""The course's grader side: nbgrader configuration, hidden-case suites and checker, grading command.
+
+- `autograder.suites.<name>`: one hidden-case suite per graded function (see `engine.py` for the
+  interface every suite follows).
+- `python -m autograder.make_cases`: generates the hidden cases from the reference implementation
+  with a grader-side secret seed into `autograder/hidden/` (git-ignored, never published).
+- `autograder.checker.check_hidden(name, fn)`: what hidden-test cells call.
+- `python -m autograder.release`: regenerates the student notebooks (`notebooks/`) from
+  `solutions/` with `nbgrader generate_assignment`.
+- `python -m autograder.grade ASSIGNMENT`: grades a folder of submissions, sandboxed, in parallel.
+"""

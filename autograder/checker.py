@@ -1,0 +1,46 @@
+"""`check_hidden(name, fn)`: what a hidden-test cell calls.
+
+The student's function is serialised by value (cloudpickle) and handed to a judge in another
+process (see `autograder.judge`): the judge runs it on the hidden cases in a fresh sandboxed
+process and compares; this process only ever receives the report (case names, pass/fail, size
+of each error). While grading, the judge is a server outside the submission's sandbox
+(AUTOGRADER_JUDGE_SOCKET) that also keeps the verdict; otherwise a fresh `python -m
+autograder.judge` process is started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+
+class HiddenCheckFailed(AssertionError):
+    pass
+
+
+def check_hidden(name: str, fn) -> None:
+    """Run `fn` on the hidden cases of `name`; raise HiddenCheckFailed unless every case passes."""
+    import cloudpickle
+
+    from .judge import format_report, recv_message, send_message
+
+    fn_bytes = cloudpickle.dumps(fn)
+    path = os.environ.get("AUTOGRADER_JUDGE_SOCKET")
+    if path:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(path)
+            send_message(sock, {"name": name}, fn_bytes)
+            report, _ = recv_message(sock)
+    else:
+        proc = subprocess.run([sys.executable, "-m", "autograder.judge", name], input=fn_bytes,
+                              capture_output=True, timeout=900)
+        if proc.returncode != 0:
+            raise RuntimeError(f"the hidden-case checker failed to run:\n{proc.stderr.decode(errors='replace')[-2000:]}")
+        report = json.loads(proc.stdout)
+    text = format_report(report)
+    if not report["passed"]:
+        raise HiddenCheckFailed(text)
+    print(text)

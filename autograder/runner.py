@@ -1,0 +1,87 @@
+"""The student's side of a hidden check: a fresh process that runs one function on case inputs.
+
+Reads from stdin (torch.save bytes, written by the judge):
+    {"suite": name, "fn": cloudpickle bytes of the student's function, "tripwire": [names],
+     "cases": [{"name": str, "inputs": dict}]}
+writes to its original stdout (torch.save bytes, plain types only):
+    {"results": [{"name": str, "outputs": dict} | {"name": str, "error": str}]}
+
+It never sees expected values. Before the student's function is unpickled, every `course_lib`
+name in the tripwire is replaced by a function that records the call and raises, so a function
+that merely delegates to the reference implementation gets no credit even if it catches the
+error. Anything the student's code prints goes to stderr, which the judge discards.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+
+
+class ReferenceCalled(RuntimeError):
+    pass
+
+
+TRIPPED: list[str] = []
+
+
+def install_tripwire(names: list[str]) -> None:
+    import course_lib
+
+    modules = [m for key, m in list(sys.modules.items()) if key == "course_lib" or key.startswith("course_lib.")]
+    for name in names:
+        def tripwire(*args, _name=name, **kwargs):
+            TRIPPED.append(_name)
+            raise ReferenceCalled(f"course_lib.{_name} is the reference implementation; the graded function must not call it")
+
+        tripwire.__name__ = name
+        for module in modules:
+            if hasattr(module, name):
+                setattr(module, name, tripwire)
+    assert course_lib  # imported for its side effect: all submodules loaded
+
+
+def main() -> int:
+    # the judge reads fd `result_fd`; everything else written to stdout lands on stderr
+    result_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    import cloudpickle
+    import torch
+
+    from autograder.engine import load_suite, normalize, run_case
+
+    payload = torch.load(io.BytesIO(sys.stdin.buffer.read()), weights_only=False)  # from the judge: trusted
+    suite = load_suite(payload["suite"])
+    install_tripwire(payload["tripwire"])
+    results = []
+    try:
+        fn = cloudpickle.loads(payload["fn"])
+        install_tripwire(payload["tripwire"])  # modules imported while unpickling
+    except Exception as e:  # noqa: BLE001
+        results = [{"name": c["name"], "error": f"the function could not be loaded in a fresh process ({type(e).__name__})"} for c in payload["cases"]]
+        fn = None
+    if fn is not None:
+        for case in payload["cases"]:
+            before = len(TRIPPED)
+            try:
+                outputs = run_case(suite, fn, case["inputs"])
+            except Exception as e:  # noqa: BLE001 - e.g. an output of a type that cannot be compared
+                results.append({"name": case["name"], "error": f"returned an unusable output ({type(e).__name__})"})
+                continue
+            if len(TRIPPED) > before:
+                results.append({"name": case["name"], "error": f"calls the reference course_lib.{TRIPPED[-1]} (no credit)"})
+            elif "__error__" in outputs:
+                results.append({"name": case["name"], "error": f"raised {outputs['__error__']}"})
+            else:
+                results.append({"name": case["name"], "outputs": outputs})
+    buffer = io.BytesIO()
+    torch.save({"results": results}, buffer)
+    with os.fdopen(result_fd, "wb") as f:
+        f.write(buffer.getvalue())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
