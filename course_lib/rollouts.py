@@ -202,7 +202,10 @@ class HFEngine:
             sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
             scaled = torch.full_like(scaled, float("-inf")).scatter(-1, order, sorted_logits)
         probs = scaled.softmax(dim=-1)
-        return torch.multinomial(probs, 1, generator=gen).squeeze(-1)
+        # exponential-race sampling: argmax p / E with E ~ Exp(1) draws index v with probability
+        # p_v (as vLLM samples); cheaper than torch.multinomial on CPU
+        race = torch.empty_like(probs).exponential_(generator=gen)
+        return (probs / race).argmax(dim=-1)
 
 
 def make_engine(name: str, model: torch.nn.Module, tokenizer, **kw) -> RolloutEngine:
