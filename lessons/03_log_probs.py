@@ -1,0 +1,450 @@
+# %% [markdown]
+# # 03 · Per-token log-probabilities, masked sums, and the memory they cost
+#
+# **Goal.** Every loss of this course, the SFT negative log-likelihood and every GRPO objective,
+# is built from one quantity: the log-probability the policy gives to each token of a response,
+#
+# $$\log \pi_\theta(y_t \mid x, y_{<t}) \quad \text{for every position } t,$$
+#
+# turned into one number per sequence by a *masked* reduction over the response tokens. You write
+# both pieces here: `masked_normalize` (a masked sum divided by a constant) and
+# `get_response_log_probs` (the per-token log-probs of a batch under a model), together with the
+# small autograd function underneath it that never makes a second copy of the logits. Then you
+# measure why that matters: three ways to get the same numbers, three very different memory bills.
+#
+# Graded: `masked_normalize`, `log_probs_from_logits` (visible checks) and
+# `get_response_log_probs` (visible checks and hidden cases).
+
+# %%
+import json
+import math
+import os
+import subprocess
+import sys
+
+import matplotlib.pyplot as plt
+import torch
+
+torch.manual_seed(0)
+GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while grading: keep cells small
+
+
+def cmp(name, got, expected, atol=1e-6, rtol=1e-5):
+    """Compare two tensors the nn-zero-to-hero way: exact? approximately? largest difference?"""
+    got, expected = torch.as_tensor(got), torch.as_tensor(expected)
+    same_shape = got.shape == expected.shape
+    exact = same_shape and torch.equal(got, expected)
+    close = same_shape and torch.allclose(got.double(), expected.double(), atol=atol, rtol=rtol, equal_nan=True)
+    diff = (got.double() - expected.double()).abs().nan_to_num(nan=float("inf")).max().item() if same_shape and got.numel() else 0.0
+    print(f"{name:48s} | exact: {str(exact):5s} | approximate: {str(close):5s} | maxdiff: {diff:.2e}")
+    return close
+
+
+def expect(ok, mistake):
+    """A self-check that fails with the name of the mistake it catches."""
+    if not ok:
+        raise AssertionError(mistake)
+    return True
+
+# %% [markdown]
+# ## Part 1: masked reductions
+#
+# A batch of responses has different lengths, and the tensors also hold prompt and padding
+# positions. `response_mask` (notebook 01) is 1 exactly on the response tokens. Two reductions
+# turn a per-token quantity $x_{b,t}$ into something per sequence:
+#
+# $$\operatorname{masked\_normalize}(x, m, c)_b = \frac{1}{c}\sum_t m_{b,t}\, x_{b,t}, \qquad
+# \operatorname{masked\_mean}(x, m)_b = \frac{\sum_t m_{b,t}\, x_{b,t}}{\sum_t m_{b,t}} .$$
+#
+# The difference matters. The mean divides each sequence by its *own* length, so a token of a
+# short response weighs more than a token of a long one; dividing every sequence by the same
+# constant $c$ (the maximal response length, say) gives every token the same weight. That is the
+# length bias Dr. GRPO points out, and why SFT here uses `masked_normalize`. To make sure a wrong
+# normaliser cannot pass by accident, the checks use an odd constant: 42.
+#
+# One implementation detail is a real bug in disguise: `(x * m).sum()` is wrong when a masked-out
+# entry is $\pm\infty$ or NaN (a log-probability of a padding token can be $-\infty$), because
+# $0 \cdot \infty = \text{NaN}$. Select with `torch.where(m, x, 0)` instead.
+#
+# Worked example: $x = \begin{pmatrix}1 & 2 & 3\\ 4 & 5 & 6\end{pmatrix}$,
+# $m = \begin{pmatrix}1 & 1 & 0\\ 0 & 1 & 1\end{pmatrix}$, $c = 2$: per row (dim=-1)
+# $(1+2)/2 = 1.5$ and $(5+6)/2 = 5.5$; over everything (dim=None) $(3 + 11)/2 = 7$.
+
+# %% [solution] course_lib.masking:masked_normalize
+import torch
+
+# %% [tests] masked_normalize_visible 1
+x = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+m = torch.tensor([[1, 1, 0], [0, 1, 1]], dtype=torch.bool)
+expect(cmp("worked example, dim=-1, c=2", masked_normalize(x, m, dim=-1, normalize_constant=2.0), torch.tensor([1.5, 5.5])),
+       "per-row masked sum / 2 should be [1.5, 5.5]: sum only where the mask is 1, over dim, then divide by the constant")
+expect(cmp("worked example, dim=None, c=2", masked_normalize(x, m, normalize_constant=2.0), torch.tensor(7.0)),
+       "dim=None must sum over *all* entries to a 0-dim tensor")
+expect(masked_normalize(x, m).shape == (), "dim=None should return a 0-dim tensor (a scalar), not a vector")
+expect(cmp("dim=0, c=42", masked_normalize(x, m, dim=0, normalize_constant=42), torch.tensor([1.0, 7.0, 6.0]) / 42),
+       "you divided by the number of tokens (a mean): divide by normalize_constant")
+expect(cmp("all-zero mask gives 0", masked_normalize(x, torch.zeros_like(m), dim=-1), torch.zeros(2)),
+       "an empty mask must give 0, not NaN: masked_normalize divides by a constant, not by the count")
+logp = torch.tensor([[-0.5, -1.0, -float("inf")], [-2.0, float("nan"), -0.1]])
+mask = torch.tensor([[1, 1, 0], [1, 0, 1]])
+expect(cmp("masked -inf and NaN do not leak", masked_normalize(logp, mask, dim=-1, normalize_constant=42), torch.tensor([-1.5, -2.1]) / 42),
+       "NaN from masked positions: tensor * mask turns a masked -inf into NaN (0 * inf); use torch.where(mask, tensor, 0)")
+print("all visible checks passed")
+
+# %% [tests] masked_normalize_hidden 2
+# Hidden cases: 3-d tensors and every dim, bool / int / float masks, normalize constants such as 42
+# and 0.5, empty masks, masked infinities, float64, and the gradient through the masked sum.
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("masked_normalize", masked_normalize)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Part 2: log-probabilities of the labels
+#
+# A causal LM maps `input_ids` (B, T) to logits (B, T, V); position $t$ predicts the *next*
+# token, which `tokenize_prompt_and_output` already put at `labels[:, t]` (notebook 01: labels
+# are the inputs shifted by one, so there is no second shift here). With
+# $\log p_{b,t,v} = z_{b,t,v} - \operatorname{logsumexp}_u z_{b,t,u}$:
+#
+# $$\ell_{b,t} = \log p_{b,t,\,y_{b,t}} = z_{b,t,\,y_{b,t}} - \operatorname{logsumexp}_u z_{b,t,u} .$$
+#
+# Its gradient with respect to the logits of the same position is the famous
+# "one-hot minus softmax":
+#
+# $$\frac{\partial \ell_{b,t}}{\partial z_{b,t,v}} = \mathbb{1}[v = y_{b,t}] - p_{b,t,v} .$$
+#
+# **Memory.** The logits are the biggest tensor of post-training:
+#
+# | batch | B, T, V | dtype | one copy |
+# |---|---|---|---|
+# | this notebook (student mode) | 4, 256, 32 000 | float32 | 131 MB |
+# | Qwen2.5-Math-1.5B SFT micro-batch | 8, 1024, 151 936 | bfloat16 | 2.5 GB |
+# | the same, upcast to float32 | 8, 1024, 151 936 | float32 | 5.0 GB |
+#
+# The obvious code `torch.log_softmax(logits, -1).gather(-1, labels[..., None])` makes a second
+# (B, T, V) tensor *and autograd keeps it until backward*. The right code needs only one number per
+# row besides the label's logit: $\operatorname{logsumexp}$. We write it as a small
+# `torch.autograd.Function` that computes the log-normaliser a few rows at a time in forward, and
+# writes $g\,(\text{onehot} - \operatorname{softmax})$ a few rows at a time in backward, so the only
+# (B, T, V) tensors ever alive are the logits and their gradient.
+#
+# Worked example, one position, $V = 4$, logits $z = (1, 2, 3, 0)$, label $y = 2$:
+# $\operatorname{logsumexp} z = 3.4402$, $\ell = 3 - 3.4402 = -0.4402$, and
+# $\partial \ell / \partial z = (0,0,1,0) - (0.0871, 0.2369, 0.6439, 0.0321)$.
+
+# %%
+z = torch.tensor([[[1.0, 2.0, 3.0, 0.0]]], requires_grad=True)  # (B=1, T=1, V=4)
+y = torch.tensor([[2]])
+ell = torch.log_softmax(z, dim=-1).gather(-1, y[..., None]).squeeze(-1)
+ell.sum().backward()
+print("logsumexp       ", torch.logsumexp(z, -1).item())
+print("log p(label)    ", ell.item())
+print("autograd grad   ", z.grad[0, 0])
+print("onehot - softmax", (torch.nn.functional.one_hot(y, 4)[0, 0] - torch.softmax(z, -1)[0, 0]).detach())
+
+# %% [markdown]
+# The chunking helpers and the entropy from notebook 02 (given; `entropy_from_logits` applies
+# your `compute_entropy` a few rows at a time and without gradient, as a diagnostic):
+
+# %%
+# rows of the flattened (B*T, V) logits handled at once: bounds temporaries to ~CHUNK_ELEMENTS floats
+CHUNK_ELEMENTS = 1 << 22
+
+# %% [given] course_lib.logprobs:_row_chunks course_lib.logprobs:_float course_lib.logprobs:compute_entropy course_lib.logprobs:entropy_from_logits
+import torch
+
+# %% [markdown]
+# ### Your turn: the selected log-prob, chunked, forward and backward
+#
+# `forward(ctx, logits, labels)` gets the flattened logits (N, V) and labels (N,) and returns the
+# (N,) log-probs: compute $\operatorname{logsumexp}$ over each chunk of `_row_chunks(N, V)` rows
+# (in float32 at least, `_float`), pick the label's logit with `gather`, save what backward needs
+# (the logits, which exist anyway, the labels and the (N,) log-normalisers: nothing of size
+# (N, V) that is new). `backward(ctx, grad_out)` allocates one gradient tensor like the logits
+# and fills it chunk by chunk with $-g\,e^{z - \operatorname{lse}}$ plus $g$ at the label
+# (`scatter_add_`). `log_probs_from_logits` flattens (B, T, V) to (B·T, V) and back.
+
+# %% [solution] course_lib.logprobs:_SelectedLogProb course_lib.logprobs:log_probs_from_logits
+import torch
+
+# %% [tests] log_probs_from_logits_visible 2
+def reference_log_probs(logits, labels):  # the obvious formula, in float64
+    return torch.log_softmax(logits.double(), dim=-1).gather(-1, labels[..., None]).squeeze(-1)
+
+
+logits = torch.randn(2, 5, 11) * 3
+labels = torch.randint(0, 11, (2, 5))
+lp = log_probs_from_logits(logits, labels)
+expect(lp.shape == (2, 5), f"shape {tuple(lp.shape)}, expected (B, T) = (2, 5): one log-prob per position")
+expect(cmp("values vs log_softmax + gather (float64)", lp, reference_log_probs(logits, labels)),
+       "wrong log-probs: log p(label) = logits[label] - logsumexp(logits) at the same position (no extra shift)")
+expect(bool((lp <= 0).all()), "positive log-probs: subtract the logsumexp, do not add it")
+
+# backward: onehot - softmax, checked against finite differences in float64
+z64 = torch.randn(2, 3, 5, dtype=torch.float64, requires_grad=True)
+y64 = torch.randint(0, 5, (2, 3))
+expect(torch.autograd.gradcheck(lambda t: log_probs_from_logits(t, y64), (z64,), raise_exception=False),
+       "backward is wrong (gradcheck failed): d logp / d logits = grad_out * (onehot(label) - softmax(logits))")
+
+# chunk boundaries: a tiny chunk size makes several chunks and a partial last one
+saved_chunk, CHUNK_ELEMENTS = CHUNK_ELEMENTS, 3 * 11 + 5  # 3 rows per chunk, 10 rows in all
+try:
+    small = torch.randn(2, 5, 11, requires_grad=True)
+    lp_small = log_probs_from_logits(small, labels)
+    (lp_small * torch.arange(10.0).view(2, 5)).sum().backward()
+    z_ref = small.detach().clone().requires_grad_()
+    (reference_log_probs(z_ref, labels).float() * torch.arange(10.0).view(2, 5)).sum().backward()
+finally:
+    CHUNK_ELEMENTS = saved_chunk
+expect(cmp("several chunks: values", lp_small, reference_log_probs(small, labels)),
+       "wrong values with several chunks: loop over *all* rows, including a last partial chunk")
+expect(cmp("several chunks: gradient", small.grad, z_ref.grad),
+       "wrong gradient with several chunks: each chunk's rows must get their own grad_out rows and log-normalisers")
+
+# extreme and low-precision logits
+huge = torch.randn(2, 4, 50) * 1e4
+expect(bool(torch.isfinite(log_probs_from_logits(huge, torch.randint(0, 50, (2, 4)))).all()),
+       "non-finite log-probs for logits of magnitude 1e4: use logsumexp, not log(sum(exp))")
+bf = (torch.randn(2, 3, 1000) * 4).bfloat16()
+y_bf = torch.randint(0, 1000, (2, 3))
+lp_bf = log_probs_from_logits(bf, y_bf)
+expect(lp_bf.dtype == torch.float32, f"bfloat16 logits gave {lp_bf.dtype} log-probs: compute the logsumexp in float32 (_float)")
+expect(cmp("bfloat16 logits vs float64", lp_bf, reference_log_probs(bf, y_bf), atol=1e-5),
+       "bfloat16 logits: upcast each chunk to float32 before logsumexp")
+
+
+# memory: what autograd keeps for backward, besides the logits themselves
+def bytes_kept_for_backward(fn, logits, labels):
+    own = logits.untyped_storage().data_ptr()
+    kept = {}
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() != own:
+            kept[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(logits, labels)
+    return sum(kept.values())
+
+
+big = torch.randn(4, 64, 2000, requires_grad=True)
+y_big = torch.randint(0, 2000, (4, 64))
+kept = bytes_kept_for_backward(log_probs_from_logits, big, y_big)
+naive = bytes_kept_for_backward(lambda a, b: torch.log_softmax(a, -1).gather(-1, b[..., None]).squeeze(-1), big, y_big)
+print(f"kept for backward besides the logits: yours {kept / 1e6:.3f} MB, log_softmax + gather {naive / 1e6:.3f} MB "
+      f"(the logits are {big.numel() * 4 / 1e6:.1f} MB)")
+expect(kept < big.numel() * big.element_size() / 8,
+       "log_probs_from_logits keeps a (B, T, V)-sized tensor for backward: save the logits, labels and the (N,) "
+       "logsumexp only, not a log_softmax output or a float32 copy")
+print("all visible checks passed")
+
+# %% [markdown]
+# ### Your turn: `get_response_log_probs`
+#
+# Run the model, take `.logits`, and return the log-probs of the labels and, when asked, the
+# per-token entropy (a diagnostic, without gradient: `entropy_from_logits`). The results are
+# unmasked: prompt and padding positions are there too, and the caller masks them with
+# `response_mask`.
+
+# %% [solution] course_lib.logprobs:get_response_log_probs
+import torch
+
+# %% [markdown]
+# We check it on the course's tiny model (`qwen2-base`, about a million parameters, the course
+# tokenizer of 2 000-odd tokens) and a batch of two real examples tokenized the notebook-01 way.
+
+# %%
+from course_lib import gsm8k_to_r1_zero, load_problems, tokenize_prompt_and_output  # tokenize: notebook 01
+from course_lib.tiny_models import load_tiny
+
+model, tokenizer = load_tiny("qwen2-base")
+examples = [gsm8k_to_r1_zero(e) for e in load_problems("arith", "test")[:2]]
+batch = tokenize_prompt_and_output([e["prompt"] for e in examples], [e["output"] for e in examples], tokenizer)
+print({k: tuple(v.shape) for k, v in batch.items()}, "vocabulary", len(tokenizer))
+
+# %% [tests] get_response_log_probs_visible 1
+out = get_response_log_probs(model, batch["input_ids"], batch["labels"], return_token_entropy=True)
+logits_ref = model(batch["input_ids"]).logits.detach().double()
+expected = torch.log_softmax(logits_ref, -1).gather(-1, batch["labels"][..., None]).squeeze(-1)
+expect(set(out) == {"log_probs", "token_entropy"}, f"keys {sorted(out)}: return a dict with 'log_probs' and 'token_entropy'")
+expect(out["log_probs"].shape == batch["labels"].shape, f"log_probs shape {tuple(out['log_probs'].shape)}: expected (B, T) like labels")
+expect(cmp("log_probs vs log_softmax(model logits) (float64)", out["log_probs"], expected, atol=1e-5),
+       "wrong log-probs: labels are already shifted by one (tokenize_prompt_and_output): use logits[:, t] with labels[:, t]")
+expect(out["log_probs"].requires_grad, "log_probs carry no gradient: do not run the model under torch.no_grad or detach")
+expected_H = -(torch.log_softmax(logits_ref, -1).exp() * torch.log_softmax(logits_ref, -1)).sum(-1)
+expect(cmp("token_entropy vs float64", out["token_entropy"], expected_H, atol=1e-5), "token_entropy is wrong: the entropy of each position's logits")
+expect(not out["token_entropy"].requires_grad, "token_entropy carries a graph: it is a diagnostic, compute it without gradient")
+expect(get_response_log_probs(model, batch["input_ids"], batch["labels"])["token_entropy"] is None,
+       "token_entropy must be None when return_token_entropy=False (and the entropy not computed)")
+print("all visible checks passed")
+
+# %% [tests] get_response_log_probs_hidden 3
+# Hidden cases: small causal LMs in float32, float64 and bfloat16, T=1, V=1, logits of magnitude
+# 1e4, many chunks, with and without entropy, and the gradients of the model's parameters.
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("get_response_log_probs", get_response_log_probs)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Putting them together: how likely is a response?
+#
+# The log-likelihood of a response is the masked sum of its per-token log-probs,
+# `masked_normalize(log_probs, response_mask, dim=-1)`. Compare the gold response with the same
+# response whose final answer is off by one: a model that has learnt some arithmetic should
+# prefer the right one, and the difference sits at the few answer tokens. (The base model has
+# not learnt the tags; both responses pay for them alike.)
+
+# %%
+ex = examples[0]
+wrong = str(int(ex["ground_truth"]) + 1)
+outputs = [ex["output"], ex["output"].replace(f"<answer> {ex['ground_truth']} </answer>", f"<answer> {wrong} </answer>")]
+pair = tokenize_prompt_and_output([ex["prompt"]] * 2, outputs, tokenizer)
+with torch.no_grad():
+    lp_pair = get_response_log_probs(model, pair["input_ids"], pair["labels"])["log_probs"]
+total = masked_normalize(lp_pair, pair["response_mask"], dim=-1)
+for text, score in zip(outputs, total):
+    print(f"log p(response) = {score:8.2f}   ...{text[-32:]!r}")
+diff = (lp_pair[0] - lp_pair[1]) * pair["response_mask"][0]
+where = diff.abs() > 1e-6
+print("the positions that differ:", [tokenizer.decode([t]) for t in pair["labels"][0][where]], "->", diff[where].tolist())
+
+# %% [markdown]
+# ## Measured: the memory of three ways to get log-probs
+#
+# The methods run in a separate Python process on the same random logits (B, T, V) float32 that
+# require grad (as they do in training), with a gradient flowing back, as in a loss:
+#
+# - **(a)** `log_softmax(logits).gather(labels)`: one full (B, T, V) output, kept for backward;
+# - **(b)** `logits.gather(labels) - logsumexp(logits)`: keeps nothing new, but `logsumexp` makes
+#   full-size temporaries, and its backward a full-size $e^{z - \text{lse}}$;
+# - **(c)** the chunked function you wrote (run from `course_lib`, the same code).
+#
+# We read the process's resident-memory high-water mark (reset before each phase on Linux, where
+# one process measures the three methods in turn; elsewhere each method gets a fresh process and
+# the phases share one peak) and report what each method adds *on top of the logits*. Large allocations go straight to the operating system
+# (`MALLOC_MMAP_THRESHOLD_`), so a freed temporary does not linger in the numbers.
+
+# %%
+MEMORY_CHILD = r'''
+import json, resource, sys, torch
+import course_lib.logprobs as ref
+B, T, V, chunk, methods = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+ref.CHUNK_ELEMENTS = chunk
+torch.set_num_threads(1)
+LINUX = sys.platform.startswith("linux")
+
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+
+def current():
+    return status("VmRSS") if LINUX else peak()
+
+def peak():
+    if LINUX:
+        return status("VmHWM")
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return r if sys.platform == "darwin" else r * 1024
+
+def reset_peak():
+    if LINUX:
+        open("/proc/self/clear_refs", "w").write("5")
+
+METHODS = {
+    "a": lambda z, y: torch.log_softmax(z, -1).gather(-1, y[..., None]).squeeze(-1),
+    "b": lambda z, y: z.gather(-1, y[..., None]).squeeze(-1) - torch.logsumexp(z, -1),
+    "c": ref.log_probs_from_logits,
+}
+g = torch.Generator().manual_seed(0)
+logits = torch.randn(B, T, V, generator=g).requires_grad_()
+labels = torch.randint(0, V, (B, T), generator=g)
+weights = torch.randn(B, T, generator=g)
+for method in methods:
+    METHODS[method](logits[:1, :2].detach(), labels[:1, :2])  # warm up outside the measurement
+    logits.grad = None
+    base = current(); reset_peak()
+    out = METHODS[method](logits, labels)
+    forward_peak, retained = peak() - base, current() - base
+    reset_peak()
+    (out * weights).sum().backward()
+    backward_peak = peak() - base
+    del out
+    print(json.dumps({"method": method, "forward_peak": forward_peak, "retained": retained,
+                      "backward_peak": backward_peak, "logits": logits.numel() * 4}))
+'''
+
+SHAPE, CHUNK = ((2, 128, 8000), 1 << 18) if GRADING else ((4, 256, 32000), 1 << 22)
+env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", OMP_NUM_THREADS="1")
+# Linux resets the high-water mark between methods, so one process measures all three;
+# elsewhere the peak cannot be reset, so each method gets a fresh process.
+runs = ["abc"] if sys.platform.startswith("linux") else ["a", "b", "c"]
+memory = {}
+for methods in runs:
+    proc = subprocess.run([sys.executable, "-c", MEMORY_CHILD, *map(str, SHAPE), str(CHUNK), methods],
+                          capture_output=True, text=True, env=env, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr[-2000:])
+    for line in proc.stdout.strip().splitlines():
+        row = json.loads(line)
+        memory[row.pop("method")] = row
+
+MB = 1e6
+logits_mb = memory["a"]["logits"] / MB
+names = {"a": "(a) log_softmax + gather", "b": "(b) gather - logsumexp", "c": "(c) chunked autograd.Function"}
+print(f"logits {SHAPE} float32 = {logits_mb:.0f} MB; memory added on top of them, in MB:")
+print(f"{'method':32s} {'forward peak':>13s} {'kept after fwd':>15s} {'backward peak':>14s}")
+for k, r in memory.items():
+    print(f"{names[k]:32s} {r['forward_peak'] / MB:13.0f} {r['retained'] / MB:15.0f} {r['backward_peak'] / MB:14.0f}")
+
+# %%
+fig, ax = plt.subplots(figsize=(8, 3.8))
+phases = [("forward_peak", "forward peak"), ("retained", "kept for backward"), ("backward_peak", "backward peak")]
+width = 0.26
+for i, (key, label) in enumerate(phases):
+    ax.bar([j + (i - 1) * width for j in range(3)], [memory[k][key] / MB for k in "abc"], width, label=label)
+ax.axhline(logits_mb, color="black", ls="--", lw=1, label=f"one copy of the logits ({logits_mb:.0f} MB)")
+ax.set_xticks(range(3))
+ax.set_xticklabels([names[k] for k in "abc"])
+ax.set_ylabel("MB on top of the logits")
+ax.set_title(f"Memory of per-token log-probs, logits {SHAPE} float32 (measured)")
+ax.legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# How to read it. The backward of any method needs one (B, T, V) tensor, the gradient of the
+# logits, so "one copy" is the floor of the backward peak. (a) keeps a full copy alive from
+# forward to backward and needs about three in backward; (b) keeps nothing, but its forward and
+# backward peaks are as high as (a)'s; (c) stays near the floor in both phases, and its forward
+# adds only a chunk of `CHUNK_ELEMENTS` floats. On a GPU these are the gigabytes that decide the
+# micro-batch size.
+
+# %% [markdown]
+# ## Pitfall from practice: the loss, not the model, runs out of memory
+#
+# A common first SFT script for Qwen2.5-Math-1.5B runs fine at micro-batch 2 and dies at 4 with an
+# out-of-memory error *in the loss*: `logits.float().log_softmax(-1)` upcasts 151 936-wide bf16
+# logits to float32 (a new 5 GB tensor for (8, 1024)), log_softmax makes another, and autograd
+# keeps one of them for backward. The model's own activations were never the problem. The fixes
+# used in practice are the one you wrote: compute `logit[label] - logsumexp` row-chunk by
+# row-chunk in float32 (TRL's `selective_log_softmax` loops over rows for the same reason; fused
+# kernels such as Liger's go further and never materialise the logits at all). The second classic
+# of this step is the *double shift*: `tokenize_prompt_and_output` already shifted the labels, and
+# slicing `logits[:, :-1]` again silently trains the model to predict the token after next; the
+# loss still goes down, just to a worse place.
+#
+# ## Summary
+#
+# - `masked_normalize(x, m, dim, c)` = masked sum / constant; `torch.where`, not `x * m`, so masked
+#   infinities cannot turn into NaN; an empty mask gives 0.
+# - $\log p(y_t) = z_{t, y_t} - \operatorname{logsumexp}(z_t)$; its gradient is
+#   $\text{onehot} - \operatorname{softmax}$.
+# - Get it without a second (B, T, V) tensor: a custom `autograd.Function` that saves only the
+#   logits, labels and (N,) log-normalisers and works in row chunks. Measured above: about one
+#   copy of the logits in backward instead of three.
+# - `get_response_log_probs` returns unmasked (B, T) log-probs (with gradient) and, optionally,
+#   the per-token entropy (without). Masking happens in the loss: notebook 04.
