@@ -1,0 +1,113 @@
+"""The course's own tokenizer: byte-level BPE trained with the `tokenizers` library.
+
+Choices, each one the same as in the real tokenizers the course later swaps in (Qwen2.5):
+- byte-level BPE after a Qwen2-style split regex, so every string round-trips exactly and each
+  digit is its own token (numbers are read digit by digit);
+- `<think>`, `</think>`, `<answer>`, `</answer>` are *ordinary* added tokens (one id each, never
+  split), not special tokens, so `decode(ids, skip_special_tokens=True)` keeps them and the
+  reward function can still see the format;
+- special tokens: `<|endoftext|>` (eos), `<|pad|>` (pad), `<|im_start|>`, `<|im_end|>` (chat turns);
+- no BOS and nothing added by `tokenizer(text)`: prompt and output tokenized separately and then
+  concatenated give the same ids as the course's `tokenize_prompt_and_output` expects;
+- a chat template whose generation prompt takes an `open_thinking` switch, like chat models with
+  thinking modes: open (default) ends with `<think>\\n`; closed ends with an empty
+  `<think>\\n\\n</think>\\n\\n` block.
+
+The training corpus holds the r1_zero prompt, the arithmetic problems in both forms and bare
+equations, so the prompt's boilerplate words are single tokens and sequences stay short.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+EOS_TOKEN = "<|endoftext|>"
+PAD_TOKEN = "<|pad|>"
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+SPECIAL_TOKENS = [PAD_TOKEN, EOS_TOKEN, IM_START, IM_END]
+FORMAT_TAGS = ["<think>", "</think>", "<answer>", "</answer>"]
+VOCAB_SIZE = 1024  # BPE vocabulary + special tokens + format tags
+
+# The split regex of Qwen2's tokenizer: letters in words, digits one by one, punctuation runs,
+# newlines and spaces kept apart.
+SPLIT_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}"
+    "{{ '<|im_start|>assistant\\n' }}"
+    "{%- if open_thinking is defined and open_thinking is false -%}"
+    "{{ '<think>\\n\\n</think>\\n\\n' }}"
+    "{%- else -%}"
+    "{{ '<think>\\n' }}"
+    "{%- endif -%}"
+    "{%- endif -%}"
+)
+
+
+def training_corpus(seed: int = 0, n_problems: int = 6000, n_facts: int = 4000) -> list[str]:
+    """Texts the BPE is trained on: r1_zero prompts and outputs, plain Q/A text, equations, chats."""
+    from .arith_data import arithmetic_fact, generate_problem, plain_qa_text
+    from .gsm8k import gsm8k_to_r1_zero
+
+    rng = random.Random(seed + 7919)
+    texts = []
+    for i in range(n_problems):
+        p = generate_problem(rng)
+        r1 = gsm8k_to_r1_zero(p)
+        texts.append(r1["prompt"] + r1["output"])
+        texts.append(plain_qa_text(p))
+        if i % 10 == 0:
+            texts.append(f"{IM_START}user\n{p['question']}{IM_END}\n{IM_START}assistant\n<think>\n")
+    texts += [arithmetic_fact(rng) for _ in range(n_facts)]
+    return texts
+
+
+def build_tokenizer(seed: int = 0, vocab_size: int = VOCAB_SIZE):
+    """Train the tokenizer and wrap it as a `PreTrainedTokenizerFast` with the chat template."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size - len(FORMAT_TAGS),
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(training_corpus(seed), trainer=trainer)
+    tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in FORMAT_TAGS])
+
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token=EOS_TOKEN,
+        pad_token=PAD_TOKEN,
+        additional_special_tokens=[IM_START, IM_END],
+        clean_up_tokenization_spaces=False,
+        model_max_length=512,
+        padding_side="right",
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def save_tokenizer(out_dir: str | os.PathLike, seed: int = 0):
+    out_dir = Path(out_dir)
+    tok = build_tokenizer(seed)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tok.save_pretrained(out_dir)
+    return tok
