@@ -1,0 +1,157 @@
+"""Every notebook of the course, generically over solutions/NN/: it builds, releases, runs and leaks nothing.
+
+- solutions/ is up to date with lessons/ (so each graded cell is the course_lib reference code),
+  and notebooks/ with a fresh `nbgrader generate_assignment` of solutions/ (no drift);
+- both are stored without outputs;
+- every solution notebook runs top to bottom in grading mode with all checks (visible and
+  hidden) passing; every release notebook runs up to its first graded cell, which raises
+  NotImplementedError, and nothing before it errors;
+- no solution code, hidden-test code or hidden case value appears under notebooks/.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = sorted((ROOT / "solutions").glob("[0-9][0-9]/*.ipynb"))
+RELEASES = sorted((ROOT / "notebooks").glob("[0-9][0-9]/*.ipynb"))
+GRADING_LIMIT_S = float(os.environ.get("COURSE_NOTEBOOK_LIMIT_S", "240"))  # generous: shared CI cores
+
+
+def ids(paths):
+    return [p.parent.name for p in paths]
+
+
+@pytest.fixture(scope="session")
+def hidden_cases():
+    from autograder.engine import suite_names
+    from autograder.judge import ensure_cases
+
+    for name in suite_names():
+        ensure_cases(name)
+
+
+def execute(path: Path, allow_errors: bool = False, timeout: int = 900):
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=allow_errors,
+                            resources={"metadata": {"path": str(path.parent)}})
+    start = time.time()
+    error = None
+    try:
+        client.execute()
+    except CellExecutionError as e:
+        error = e
+    return nb, error, time.time() - start
+
+
+def error_outputs(nb) -> list[tuple[int, str, str]]:
+    return [(i, o.get("ename", ""), o.get("evalue", "")) for i, c in enumerate(nb.cells) if c.cell_type == "code"
+            for o in c.get("outputs", []) if o.get("output_type") == "error"]
+
+
+def test_there_are_notebooks():
+    assert SOLUTIONS, "no solution notebooks in solutions/NN/"
+    assert ids(SOLUTIONS) == ids(RELEASES), "every solutions/NN/ needs its release in notebooks/NN/ (run `make release`)"
+
+
+def test_solutions_are_built_from_lessons():
+    proc = subprocess.run([sys.executable, "scripts/build_solutions.py", "--check"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.slow
+def test_release_has_not_drifted():
+    proc = subprocess.run([sys.executable, "-m", "autograder.release", "--check"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr + proc.stdout[-2000:]
+
+
+@pytest.mark.parametrize("path", SOLUTIONS + RELEASES, ids=[f"solutions/{i}" for i in ids(SOLUTIONS)] + [f"notebooks/{i}" for i in ids(RELEASES)])
+def test_stored_without_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, f"{path.name} is stored with outputs"
+
+
+@pytest.mark.parametrize("path", RELEASES, ids=ids(RELEASES))
+def test_release_leaks_no_solution_or_hidden_test(path):
+    text = path.read_text(encoding="utf-8")
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "check_hidden", "autograder"):
+        assert marker not in text, f"{path} contains {marker!r}"
+    source = ROOT / "solutions" / path.parent.name / path.name
+    src = nbformat.read(source, as_version=4)
+    visible = "\n".join(re.sub(r"### BEGIN SOLUTION.*?### END SOLUTION", "", c.source, flags=re.S) for c in src.cells)
+    released = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
+    for cell in src.cells:
+        for region in re.findall(r"### BEGIN SOLUTION(.*?)### END SOLUTION", cell.source, flags=re.S):
+            for line in region.splitlines():
+                line = line.strip()
+                if len(line) > 25 and not line.startswith("#") and line not in visible:
+                    assert line not in released, f"solution line leaked into {path}: {line!r}"
+
+
+def _strings(obj):
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _strings(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _strings(v)
+
+
+def test_no_hidden_case_under_notebooks(hidden_cases):
+    from autograder.engine import load_cases, suite_names
+
+    assert subprocess.run(["git", "check-ignore", "-q", "autograder/hidden/x.pt"], cwd=ROOT).returncode == 0, \
+        "autograder/hidden/ must be git-ignored"
+    files = [p for p in (ROOT / "notebooks").rglob("*") if p.is_file()]
+    assert all(p.suffix == ".ipynb" for p in files), "only notebooks belong under notebooks/"
+    text = "\n".join(p.read_text(encoding="utf-8") for p in files)
+    for name in suite_names():
+        for case in load_cases(name)["cases"]:
+            for s in _strings([case["inputs"], case["expected"]]):
+                # short strings and the public prompt template are no evidence of a leak
+                if len(s) >= 16 and "{question}" not in s and "conversation between User" not in s:
+                    assert s not in text, f"a hidden case string of {name} appears under notebooks/"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", SOLUTIONS, ids=ids(SOLUTIONS))
+def test_solution_notebook_runs_in_grading_mode(path, hidden_cases, monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    nb, error, seconds = execute(path)
+    errors = error_outputs(nb)
+    assert error is None and not errors, f"{path.name}: {errors[:3]}"
+    print(f"{path.name}: {seconds:.1f} s in grading mode")
+    assert seconds < GRADING_LIMIT_S, f"{path.name} took {seconds:.0f} s in grading mode"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", RELEASES, ids=ids(RELEASES))
+def test_release_notebook_runs_up_to_its_graded_cells(path, monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    nb, error, _ = execute(path)
+    graded = [i for i, c in enumerate(nb.cells) if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    errors = error_outputs(nb)
+    if not graded:
+        assert error is None and not errors
+        return
+    assert error is not None and errors, f"{path.name} ran through although it has graded cells to fill in"
+    index, ename, _ = errors[0]
+    assert ename == "NotImplementedError", f"{path.name}: cell {index} raised {ename} before any graded cell"
+    meta = nb.cells[index].get("metadata", {}).get("nbgrader", {})
+    assert index >= graded[0] and (meta.get("solution") or meta.get("grade")), \
+        f"{path.name}: cell {index} errored, but it is neither a graded cell nor its test (first graded cell: {graded[0]})"
