@@ -232,7 +232,7 @@ def train_grpo(
                         kl = masked_mean(kl_k3(logp, ref_lp[m]), mask, dim=-1).mean()
                         (cfg.kl_coef * kl / gas).backward(retain_graph=True)
                         kls.append(float(kl.detach()))
-                        step_loss += float(cfg.kl_coef * kl / gas)
+                        step_loss += float(cfg.kl_coef * kl.detach() / gas)
                     loss, meta = train_step_fn(
                         logp, mask, gas, cfg.loss_type,
                         raw_rewards=raw_rewards[sl, None], advantages=advantages[sl, None],

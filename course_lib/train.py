@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in output_dir")
     parser.add_argument("--no-progress", action="store_true", help="no tqdm progress bars")
     parser.add_argument("overrides", nargs="*", help="key=value config overrides")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
 
     try:
         cfg = load_config(args.command, args.config, args.overrides)

@@ -1,0 +1,204 @@
+"""The SFT and GRPO trainers: injected functions, accumulation, batch checks, KL, failures."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+
+from course_lib import get_response_log_probs, grpo_microbatch_train_step, sft_microbatch_train_step
+from course_lib.checkpoint import NonFiniteLossError, latest_checkpoint
+from course_lib.config import TemperatureScaled, build_config, check_tokenizer_matches, load_model_and_tokenizer
+from course_lib.grpo_trainer import check_batch_sizes, train_grpo
+from course_lib.kl import kl_k3
+from course_lib.sft_trainer import data_indices, sft_examples, train_sft
+from trainer_helpers import course_tokenizer, problems, random_qwen2
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return course_tokenizer()
+
+
+def small_grpo(**kw):
+    base = dict(n_grpo_steps=2, rollout_batch_size=8, group_size=4, train_batch_size=8,
+                gradient_accumulation_steps=2, sampling_max_tokens=12, sampling_min_tokens=1, lr=1e-3,
+                eval_examples=0)
+    return {**base, **kw}
+
+
+def test_sft_uses_injected_functions_and_learns(tok):
+    model = random_qwen2(tok)
+    calls = {"tok": 0, "lp": 0, "step": 0}
+
+    def tokenize_fn(*a):
+        calls["tok"] += 1
+        from course_lib import tokenize_prompt_and_output
+        return tokenize_prompt_and_output(*a)
+
+    def log_probs_fn(*a, **k):
+        calls["lp"] += 1
+        return get_response_log_probs(*a, **k)
+
+    def train_step_fn(*a, **k):
+        calls["step"] += 1
+        return sft_microbatch_train_step(*a, **k)
+
+    res = train_sft(model=model, tokenizer=tok, train_data=problems(8), eval_data=[], n_examples=8,
+                    steps=12, batch_size=8, gradient_accumulation_steps=2, lr=1e-2, warmup_steps=2,
+                    progress=False, tokenize_fn=tokenize_fn, log_probs_fn=log_probs_fn, train_step_fn=train_step_fn)
+    assert calls == {"tok": 24, "lp": 24, "step": 24}
+    train = [m for m in res.metrics if m["kind"] == "train"]
+    assert len(train) == 12 and train[-1]["nll_per_token"] < 0.8 * train[0]["nll_per_token"]
+    assert all(m["grad_norm"] >= 0 and "lr" in m for m in train)
+
+
+def test_gradient_accumulation_matches_full_batch(tok):
+    """One optimizer step with 4 micro-batches lands where one full batch of 8 lands."""
+    data = problems(8)
+    a = random_qwen2(tok, seed=3)
+    b = copy.deepcopy(a)
+    common = dict(tokenizer=tok, train_data=data, eval_data=[], steps=1, batch_size=8, lr=1e-3,
+                  warmup_steps=0, max_grad_norm=1e9, progress=False)
+    train_sft(model=a, gradient_accumulation_steps=1, **common)
+    train_sft(model=b, gradient_accumulation_steps=4, **common)
+    for (name, pa), pb in zip(a.named_parameters(), b.parameters()):
+        assert torch.allclose(pa, pb, atol=1e-6), name
+
+
+def test_sft_example_selection():
+    cfg = build_config("sft", {"n_examples": 5})
+    assert len(sft_examples(cfg, problems(20))) == 5
+    bad = {"prompt": "p", "output": " wrong </think> <answer> 3 </answer>", "ground_truth": "4"}
+    good = {"prompt": "p", "output": " ok </think> <answer> 4 </answer>", "ground_truth": "4"}
+    cfg = build_config("sft", {"filter_correct": True})
+    assert sft_examples(cfg, [bad, good, bad]) == [good]
+
+
+def test_data_order_is_a_function_of_position():
+    first = data_indices(10, seed=0, start=0, count=25)
+    assert sorted(first[:10]) == list(range(10)) and sorted(first[10:20]) == list(range(10))
+    assert data_indices(10, seed=0, start=7, count=5) == first[7:12]
+
+
+def test_batch_size_checks_have_clear_messages():
+    with pytest.raises(ValueError, match="rollout_batch_size .* divisible by group_size"):
+        check_batch_sizes(build_config("grpo", {"rollout_batch_size": 10, "group_size": 4}))
+    with pytest.raises(ValueError, match="train_batch_size .* divisible by gradient_accumulation_steps"):
+        check_batch_sizes(build_config("grpo", {"train_batch_size": 256, "gradient_accumulation_steps": 3}))
+    with pytest.raises(ValueError, match="rollout_batch_size .* divisible by train_batch_size"):
+        check_batch_sizes(build_config("grpo", {"rollout_batch_size": 256, "train_batch_size": 96,
+                                                "gradient_accumulation_steps": 1}))
+    with pytest.raises(ValueError, match="grpo_clip"):
+        check_batch_sizes(build_config("grpo", {"epochs_per_rollout_batch": 2}))
+    with pytest.raises(ValueError, match="loss_type"):
+        check_batch_sizes(build_config("grpo", {"loss_type": "ppo"}))
+
+
+@pytest.mark.parametrize("loss_type", ["no_baseline", "reinforce_with_baseline", "grpo_clip"])
+def test_grpo_runs_and_logs_every_metric(tok, loss_type):
+    model = random_qwen2(tok)
+    calls = {"adv": 0}
+
+    def advantage_fn(*a, **k):
+        calls["adv"] += 1
+        from course_lib import compute_group_normalized_rewards
+        return compute_group_normalized_rewards(*a, **k)
+
+    res = train_grpo(model=model, tokenizer=tok, train_data=problems(16), eval_data=[], progress=False,
+                     advantage_fn=advantage_fn, loss_type=loss_type, **small_grpo())
+    assert calls["adv"] == 2
+    train = [m for m in res.metrics if m["kind"] == "train"]
+    assert len(train) == 2
+    for key in ("loss", "grad_norm", "token_entropy", "clip_fraction", "train_reward", "format_reward",
+                "answer_reward", "response_length", "step_time"):
+        assert key in train[0] and isinstance(train[0][key], float), key
+
+
+def test_grpo_clip_on_policy_ratio_is_one_at_temperature(tok):
+    """On-policy, old and new log-probs come from the same logits / T: nothing is clipped."""
+    model = random_qwen2(tok)
+    seen = []
+
+    def train_step_fn(*a, **k):
+        loss, meta = grpo_microbatch_train_step(*a, **k)
+        seen.append(meta["ratio"])
+        return loss, meta
+
+    # one optimizer step per rollout batch, so every micro-batch is scored before any update
+    res = train_grpo(model=model, tokenizer=tok, train_data=problems(8), eval_data=[], progress=False,
+                     train_step_fn=train_step_fn, **small_grpo(loss_type="grpo_clip", sampling_temperature=0.7,
+                                                             n_grpo_steps=1))
+    assert all(torch.allclose(r, torch.ones_like(r), atol=1e-5) for r in seen)
+    assert res.metrics[-1]["clip_fraction"] == 0.0
+
+
+def test_temperature_scaled_log_probs(tok):
+    model = random_qwen2(tok)
+    ids = torch.randint(0, len(tok), (2, 7))
+    raw = model(ids).logits
+    scaled = TemperatureScaled(model, 0.5)(ids).logits
+    assert torch.allclose(scaled, raw / 0.5)
+
+
+def test_off_policy_epochs_and_kl_penalty(tok):
+    model = random_qwen2(tok)
+
+    def reward_fn(response, gold):  # a reward that varies inside groups, so the policy moves
+        r = float(len(response) % 2)
+        return {"reward": r, "format_reward": r, "answer_reward": r}
+
+    res = train_grpo(model=model, tokenizer=tok, train_data=problems(8), eval_data=[], progress=False,
+                     reward_fn=reward_fn,
+                     **small_grpo(loss_type="grpo_clip", epochs_per_rollout_batch=2, kl_coef=0.1, lr=1e-2,
+                                  rollout_batch_size=8, train_batch_size=4, gradient_accumulation_steps=2))
+    train = [m for m in res.metrics if m["kind"] == "train"]
+    assert all("kl" in m and m["kl"] >= 0 for m in train)
+    assert train[-1]["kl"] > 0, "after updates the policy moved away from the reference"
+
+
+def test_k3_estimator():
+    lp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    assert torch.allclose(kl_k3(lp, lp.detach()), torch.zeros(1, 2))
+    ref = torch.tensor([[-1.5, -1.0]])
+    k = kl_k3(lp, ref)
+    r = torch.exp(ref - lp.detach())
+    assert torch.allclose(k, r - torch.log(r) - 1) and (k > 0).all()
+    k.sum().backward()
+    assert torch.allclose(lp.grad, 1 - r)
+
+
+def test_non_finite_loss_stops_and_keeps_checkpoint(tok, tmp_path):
+    model = random_qwen2(tok)
+    state = {"n": 0}
+
+    def train_step_fn(logp, mask, gas, *a, **k):
+        state["n"] += 1
+        loss, meta = sft_microbatch_train_step(logp, mask, gas, *a, **k)
+        return (loss * float("nan") if state["n"] > 3 else loss), meta
+
+    with pytest.raises(NonFiniteLossError, match="non-finite loss .* step 4.*kept"):
+        train_sft(model=model, tokenizer=tok, train_data=problems(8), eval_data=[], steps=6, batch_size=4,
+                  checkpoint_every=2, output_dir=str(tmp_path), progress=False, train_step_fn=train_step_fn)
+    assert latest_checkpoint(tmp_path).name == "step_000002"
+
+
+def test_missing_model_and_mismatched_tokenizer_fail_before_training(tok, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such folder"):
+        load_model_and_tokenizer(build_config("sft", {"model": str(tmp_path / "nothing")}))
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    small = Qwen2ForCausalLM(Qwen2Config(vocab_size=100, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=1))
+    with pytest.raises(ValueError, match="do not belong together"):
+        check_tokenizer_matches(small, tok)
+    small.save_pretrained(tmp_path / "small")
+    with pytest.raises(ValueError, match="do not belong together"):
+        load_model_and_tokenizer(build_config("sft", {"model": str(tmp_path / "small"), "tokenizer": str(REPO_TOK)}))
+
+
+from trainer_helpers import REPO  # noqa: E402
+
+REPO_TOK = REPO / "data" / "tokenizer"
