@@ -14,7 +14,8 @@ those cells, whatever the kernel reports.
 
 Results: DIR/autograded/<student>/<ASSIGNMENT>/ (the executed notebooks), DIR/grades/<ASSIGNMENT>.csv
 and .json (one row per student: status, score, max score, per-cell scores, notes). A student's
-status is one of: ok, timeout, crashed, no notebook. One bad submission never stops the others.
+status is one of: ok, timeout, crashed (the kernel died or nbgrader could not grade the
+notebook), no notebook. One bad submission never stops the others.
 """
 
 from __future__ import annotations
@@ -119,6 +120,9 @@ def grade_one(student: str, index: int, submission: Path, assignment: str, base:
     elif scores is None:
         row["status"] = "crashed"
         row["notes"].append(f"nbgrader autograde exited with status {rc} without recording grades")
+    elif "DeadKernelError" in log or "Removing failed assignment" in log:
+        row["status"] = "crashed"
+        row["notes"].append("the kernel died or the notebook could not be graded (see the log)")
     elif rc != 0 or "[AutogradeApp | ERROR]" in log:
         row["notes"].append("errors while autograding (see the autograded notebook)")
     by_cell = {(s["notebook"], s["cell"]): s["score"] for s in scores or []}
