@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default=str(DEFAULT_CONFIG))
     parser.add_argument("--output-dir", default="runs/demo")
     parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run (tests); figures meaningless")
+    parser.add_argument("--model", help="start from this model instead of the config's (a name or folder)")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
 
@@ -57,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     if "threads" in spec:
         torch.set_num_threads(int(spec["threads"]))
     common = spec.get("common", {})
+    if args.model:
+        common["model"] = args.model
     t_all = time.perf_counter()
     times: dict[str, float] = {}
 
