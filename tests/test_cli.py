@@ -71,3 +71,16 @@ def test_missing_model_fails_clearly(tmp_path):
                    f"output_dir={tmp_path / 'out'}"], cwd=tmp_path)
     assert res.returncode == 2 and "no such folder" in res.stderr
     assert not (tmp_path / "out" / "metrics.jsonl").exists()
+
+
+def test_demo_quick_smoke(tmp_path):
+    """`python -m course_lib.demo --quick`: every stage runs and writes summary.json and curves.png."""
+    if not (REPO / "data" / "tiny" / "qwen2-base" / "config.json").is_file():
+        pytest.skip("the tiny base model is not built")
+    out = tmp_path / "demo"
+    res = run_cli(["course_lib.demo", "--quick", "--no-progress", "--output-dir", str(out)], cwd=REPO)
+    assert res.returncode == 0, res.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    for stage in ("base", "sft", "sft_more", "grpo"):
+        assert set(summary[stage]) >= {"format_reward", "answer_reward"}
+    assert (out / "curves.png").stat().st_size > 1000
