@@ -10,6 +10,10 @@
 The three functions are injectable (notebook 05 passes the student's own) and default to the
 course's reference implementations: there is no second copy of the loss here.
 
+Several GPUs: launched with `torchrun --nproc_per_node N -m course_lib.train sft ...`, each
+process holds the policy (DistributedDataParallel) and takes every N-th example of each batch;
+rank 0 logs, evaluates and saves.
+
 Simplifications, named: the batch is padded to its longest sequence (no packing); the data
 order is a seeded permutation per epoch, so a step number fixes the data position exactly
 (that is what makes `--resume` exact); on CPU the model runs in float32, on GPU in bfloat16.
@@ -121,6 +125,38 @@ def save_final(model, tokenizer, output_dir) -> Path:
     return path
 
 
+def distributed_context(cfg) -> tuple[int, int]:
+    """(rank, world_size). Under `torchrun` (WORLD_SIZE > 1) joins the process group and pins
+    this process to GPU LOCAL_RANK; otherwise (0, 1) and nothing happens."""
+    import os
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return 0, 1
+    import torch.distributed as dist
+
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local)
+        if cfg.device in ("auto", "cuda"):
+            cfg.device = f"cuda:{local}"
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return dist.get_rank(), world
+
+
+def _all_reduce_mean(value: float, world: int) -> float:
+    if world == 1:
+        return value
+    import torch.distributed as dist
+
+    t = torch.tensor([value], dtype=torch.float64)
+    if dist.get_backend() == "nccl":
+        t = t.cuda()
+    dist.all_reduce(t)
+    return float(t.item()) / world
+
+
 def resolve_config(kind: str, config, overrides: dict):
     if config is None:
         return build_config(kind, overrides)
@@ -182,18 +218,32 @@ def train_sft(
     if cfg.batch_size % cfg.gradient_accumulation_steps != 0:
         raise ValueError(f"batch_size ({cfg.batch_size}) must be divisible by gradient_accumulation_steps "
                          f"({cfg.gradient_accumulation_steps})")
+    rank, world = distributed_context(cfg)
+    if cfg.batch_size % (cfg.gradient_accumulation_steps * world) != 0:
+        raise ValueError(f"batch_size ({cfg.batch_size}) must be divisible by gradient_accumulation_steps x "
+                         f"world size ({cfg.gradient_accumulation_steps} x {world})")
     set_seed(cfg.seed)
     if model is None:
         model, tokenizer = load_model_and_tokenizer(cfg)
     elif tokenizer is None:
         raise ValueError("pass the tokenizer together with the model")
     device = next(model.parameters()).device
+    forward_model = model
+    if world > 1:  # data parallel: each rank takes every world-th example of a batch
+        from torch.nn.parallel import DistributedDataParallel
+
+        forward_model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    main_process = rank == 0
+    progress = progress and main_process
     examples = sft_examples(cfg, train_data)
     if eval_data is None:
         eval_data = eval_examples_for(cfg) if cfg.eval_examples != 0 else []
 
     steps = cfg.steps if cfg.steps is not None else max(1, math.ceil(cfg.epochs * len(examples) / cfg.batch_size))
-    micro = cfg.batch_size // cfg.gradient_accumulation_steps
+    micro = cfg.batch_size // (cfg.gradient_accumulation_steps * world)
+    if not main_process:
+        eval_data = []
+    output_dir = cfg.output_dir if main_process else None
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     model.train()
@@ -208,8 +258,8 @@ def train_sft(
         if ckpt is not None:
             state = load_checkpoint(ckpt, model, optimizer, scheduler)
             start_step = state["step"]
-    log = MetricsLog(cfg.output_dir, resume_step=start_step if resume else None)
-    if cfg.output_dir:
+    log = MetricsLog(output_dir, resume_step=start_step if resume else None)
+    if output_dir:
         import json
 
         Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
@@ -220,7 +270,7 @@ def train_sft(
     bar = maybe_progress(steps, start_step, "sft", progress)
     for step in range(start_step, steps):
         t0 = time.perf_counter()
-        idx = data_indices(len(examples), cfg.seed, step * cfg.batch_size, cfg.batch_size)
+        idx = data_indices(len(examples), cfg.seed, step * cfg.batch_size, cfg.batch_size)[rank::world]
         batch_examples = [examples[i] for i in idx]
         total_loss, nll_sum, tokens = 0.0, 0.0, 0
         for m in range(cfg.gradient_accumulation_steps):
@@ -228,7 +278,7 @@ def train_sft(
             batch = tokenize_fn([e["prompt"] for e in chunk], [e["output"] for e in chunk], tokenizer)
             input_ids, labels = batch["input_ids"].to(device), batch["labels"].to(device)
             mask = batch["response_mask"].to(device)
-            logp = log_probs_fn(model, input_ids, labels)["log_probs"]
+            logp = log_probs_fn(forward_model, input_ids, labels)["log_probs"]
             loss, meta = train_step_fn(logp, mask, cfg.gradient_accumulation_steps)
             loss_value = float(loss)
             check_finite(loss_value, "loss", step + 1, cfg.output_dir)
@@ -238,6 +288,9 @@ def train_sft(
                 tokens += int(mask.sum())
         grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
         check_finite(grad_norm, "gradient norm", step + 1, cfg.output_dir)
+        if world > 1:
+            total_loss = _all_reduce_mean(total_loss, world)
+            nll_sum, tokens = _all_reduce_mean(nll_sum, world) * world, int(_all_reduce_mean(tokens, world) * world)
         lr = scheduler.get_last_lr()[0]
         optimizer.step()
         scheduler.step()
@@ -258,16 +311,20 @@ def train_sft(
             on_step(record)
         bar.set_postfix(loss=f"{total_loss:.3f}", nll=f"{record['nll_per_token']:.3f}")
         bar.update(1)
-        if cfg.output_dir and ((cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0) or done):
-            save_checkpoint(cfg.output_dir, step + 1, model, tokenizer, optimizer, scheduler,
+        if output_dir and ((cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0) or done):
+            save_checkpoint(output_dir, step + 1, model, tokenizer, optimizer, scheduler,
                             extra={"data_position": (step + 1) * cfg.batch_size, "kind": "sft"},
                             keep=cfg.keep_checkpoints)
     bar.close()
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_disable()
     model.eval()
-    if cfg.output_dir:
-        save_final(model, tokenizer, cfg.output_dir)
+    if output_dir:
+        save_final(model, tokenizer, output_dir)
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
     final_eval = evals[-1] if evals else None
     return TrainResult(model=model, tokenizer=tokenizer, metrics=log.records, eval=final_eval, evals=evals,
                        output_dir=cfg.output_dir, steps=steps, seconds=time.perf_counter() - t_start)
