@@ -187,7 +187,20 @@ def make_suite_cases(name: str, seed: int) -> dict:
         if "__error__" in expected:  # a suite turns errors it expects into outputs itself
             raise RuntimeError(f"the reference fails on case {case_name!r} of suite {name!r}: {expected['__error__']}")
         cases.append({"name": case_name, "inputs": inputs, "expected": expected})
-    return {"suite": name, "graded": suite.GRADED, "cases": cases}
+    return {"suite": name, "graded": suite.GRADED, "fingerprint": fingerprint(name), "cases": cases}
+
+
+def fingerprint(name: str) -> str:
+    """A hash of the suite's source and of the reference's module: case files older than either are stale."""
+    import hashlib
+    import inspect
+
+    import course_lib
+
+    suite = load_suite(name)
+    reference = getattr(course_lib, suite.GRADED)
+    text = inspect.getsource(suite) + inspect.getsource(inspect.getmodule(reference))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def run_case(suite: ModuleType, fn, inputs: dict) -> dict:

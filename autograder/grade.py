@@ -34,9 +34,8 @@ from pathlib import Path
 
 import nbformat
 
-from .engine import HIDDEN_DIR, case_path, suite_names
-from .judge import JudgeServer
-from .make_cases import make_cases
+from .engine import HIDDEN_DIR, suite_names
+from .judge import JudgeServer, ensure_cases
 from .release import CONFIG, SOLUTIONS, prepare_course, tool_env
 from .sandbox import run_limited, sandbox_available, sandboxed
 
@@ -160,9 +159,8 @@ def grade(assignment: str, course: Path, jobs: int = 2, timeout: float = 600.0, 
     unknown = [n for n in needed if n not in suite_names()]
     if unknown:
         raise SystemExit(f"hidden-test cells call suites that do not exist: {', '.join(unknown)}")
-    missing = [n for n in needed if not case_path(n).is_file()]
-    if missing:
-        make_cases(missing)
+    for name in needed:  # missing or stale case files are (re)generated with a fresh secret seed
+        ensure_cases(name)
     with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
         tmp_root = Path(tmp)
         base = tmp_root / "base"

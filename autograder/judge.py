@@ -34,12 +34,19 @@ MAX_REQUEST = 64 * 2**20
 
 
 def ensure_cases(name: str, hidden_dir: Path | None = None) -> None:
-    """Generate missing case files (a fresh secret seed) so a solution notebook runs anywhere."""
-    from .engine import case_path
+    """Generate missing or stale case files (a fresh secret seed) so a solution notebook runs anywhere.
+
+    Stale: the suite or the reference's module changed since the cases were made."""
+    from .engine import case_path, fingerprint, load_cases
     from .make_cases import make_cases
 
-    if not case_path(name, hidden_dir).is_file():
-        make_cases([name], out=hidden_dir)
+    if case_path(name, hidden_dir).is_file():
+        try:
+            if load_cases(name, hidden_dir).get("fingerprint") == fingerprint(name):
+                return
+        except Exception:  # noqa: BLE001 - an unreadable file is regenerated
+            pass
+    make_cases([name], out=hidden_dir)
 
 
 def judge(name: str, fn_bytes: bytes, hidden_dir: Path | None = None, hide: list[Path] = ()) -> dict:
