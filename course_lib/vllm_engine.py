@@ -17,10 +17,13 @@ Simplifications and choices, each deliberate:
   built, and vLLM is imported only then, so `import course_lib` never needs vLLM.
 - `load_weights` calls the worker's `reload_weights` with the policy's `(name, tensor)` pairs:
   vLLM's own loader maps Hugging Face names onto its fused q/k/v and gate/up projections and
-  tied embeddings, and redoes the kernel-specific repacking. Then it empties the prefix cache:
+  tied embeddings, and redoes the kernel-specific repacking; a tied output layer is re-tied to
+  the new embeddings (vLLM's reload leaves it on the old ones). Then it empties the prefix cache:
   keys and values cached with the old weights must not be reused by the next rollouts.
 - `enforce_eager` defaults to True on a CPU (no torch.compile: the engine starts in seconds, not
   minutes, and a 1M-parameter model gains nothing) and to False on a GPU (CUDA graphs).
+- Prompts are tokenized here with `add_special_tokens=False`, as `HFEngine` does (vLLM's own
+  tokenization would add a BOS token for tokenizers that have one).
 - Sampling: `temperature == 0` is greedy; `top_p` as given; no top-k, no penalties. vLLM keeps
   the stop string (`include_stop_str_in_output=True`) and special tokens; the end-of-text token
   is dropped from `token_ids` and the text is the tokenizer's decoding of those ids cut after
@@ -55,6 +58,31 @@ def _on_cpu() -> bool:
     from vllm.platforms import current_platform
 
     return current_platform.is_cpu()
+
+
+def _retie_lm_head(vllm_model) -> bool:
+    """After a reload, point a tied output layer at the new embeddings and re-prepare it.
+
+    With tied embeddings (the tiny model, Qwen2.5 up to 3B) the checkpoint has no `lm_head`, so
+    vLLM's in-place reload loads nothing into it and puts its previous tensors back; on a CPU the
+    output layer also keeps its own pre-packed copy of the weights for its matmul kernel. Either
+    way it would go on scoring tokens with the *old* embeddings, a silent off-policy bug that
+    greedy outputs hardly show but log-probabilities do (scripts/vllm_parity.py checks them).
+    """
+    config = getattr(vllm_model, "config", None)
+    lm_head = getattr(vllm_model, "lm_head", None)
+    inner = getattr(vllm_model, "model", None)
+    embed = getattr(inner, "embed_tokens", None)
+    if not getattr(config, "tie_word_embeddings", False) or lm_head is None or embed is None:
+        return False
+    if not hasattr(lm_head, "weight") or not hasattr(embed, "weight"):
+        return False
+    if lm_head.weight is not embed.weight:
+        lm_head.weight = embed.weight
+    quant_method = getattr(lm_head, "quant_method", None)
+    if quant_method is not None:
+        quant_method.process_weights_after_loading(lm_head)
+    return True
 
 
 class VLLMEngine:
@@ -154,13 +182,20 @@ class VLLMEngine:
             seed=seed,
         )
 
+    def _token_prompts(self, prompts: list[str]) -> list[dict]:
+        """Prompts tokenized as `HFEngine` does (nothing added), so both engines see the same ids."""
+        return [
+            {"prompt_token_ids": self.tokenizer.encode(p, add_special_tokens=False), "prompt": p}
+            for p in prompts
+        ]
+
     def generate(self, prompts: list[str], params: SamplingParams) -> list[Rollout]:
         """`len(prompts) * params.n` rollouts, the `n` samples of each prompt consecutive."""
         if params.seed is None:
             vparams: Any = self._vllm_params(params, None)
         else:
             vparams = [self._vllm_params(params, params.seed + i * params.n) for i in range(len(prompts))]
-        outputs = self.llm.generate(list(prompts), vparams, use_tqdm=False)
+        outputs = self.llm.generate(self._token_prompts(prompts), vparams, use_tqdm=False)
         rollouts = []
         for prompt, request in zip(prompts, outputs):
             for completion in sorted(request.outputs, key=lambda c: c.index):
@@ -180,12 +215,20 @@ class VLLMEngine:
 
     @torch.no_grad()
     def load_weights(self, model: torch.nn.Module) -> None:
-        """Copy `model`'s parameters and buffers (a Hugging Face module) into the engine.
+        """Copy `model`'s state dict (a Hugging Face module, tied weights once) into the engine.
 
         Tensors stay where they are (a policy on the same GPU copies device to device); vLLM's
         loader casts them to the engine's dtype. Then the prefix cache is emptied.
         """
-        weights = [(name, tensor.detach()) for name, tensor in model.state_dict().items()]
+        weights, seen = [], set()
+        for name, tensor in model.state_dict().items():
+            # Tied weights (lm_head = embed_tokens) appear twice; vLLM's loaders of some
+            # architectures (Gemma 2) reject the second name, so each tensor goes in once.
+            key = (tensor.data_ptr(), tensor.shape, tensor.dtype)
+            if tensor.numel() and key in seen:
+                continue
+            seen.add(key)
+            weights.append((name, tensor.detach()))
         self.load_state_dict_items(weights)
 
     def load_state_dict_items(self, weights: list[tuple[str, torch.Tensor]]) -> None:
@@ -209,6 +252,7 @@ class VLLMEngine:
                 vllm_model.load_weights(iter(weights))
 
             self.llm.apply_model(_load)
+        self.llm.apply_model(_retie_lm_head)
         self.llm.reset_prefix_cache()
 
     def state_dict(self) -> dict[str, torch.Tensor]:

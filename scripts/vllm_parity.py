@@ -18,6 +18,9 @@ own forward passes; `VLLMEngine` = vLLM's CPU kernels and paged KV cache):
 3. `sync`: `load_weights(perturbed policy)` changes vLLM's outputs, they then match the Hugging
    Face engine run with the perturbed weights, vLLM's own (fused) tensors equal the perturbed
    ones, and loading the original weights back restores the first outputs exactly.
+   `logprobs_match`: the log-probabilities vLLM reports for its greedy tokens equal the Hugging
+   Face model's within `--logprob-tol`, before and after the load (and differ clearly from the
+   pre-load weights' after it, so the check can see a missed sync).
 4. `sampling`: `n` samples per prompt come back grouped, and a seeded call is reproducible.
 5. `timing`: engine start time and generation throughput of both engines.
 
@@ -162,6 +165,30 @@ def pick_stop(rollouts, tokenizer) -> str:
     return "="
 
 
+def logprob_gap(engine, model, tokenizer, prompts, max_tokens: int) -> float:
+    """Largest |log p_vLLM - log p_HF| over the greedy tokens vLLM generates for `prompts`.
+
+    Greedy tokens hide small weight differences (argmax rarely moves); log-probs do not: a stale
+    tensor after `load_weights` (say, an untied copy of the embeddings) shows here at once.
+    """
+    import torch
+    from vllm import SamplingParams as VSamplingParams
+
+    vparams = VSamplingParams(temperature=0.0, max_tokens=max_tokens, logprobs=0)
+    outs = engine.llm.generate(engine._token_prompts(prompts), vparams, use_tqdm=False)
+    worst = 0.0
+    for prompt, out in zip(prompts, outs):
+        c = out.outputs[0]
+        ids = list(c.token_ids)
+        vl = torch.tensor([lp[t].logprob for lp, t in zip(c.logprobs, ids)])
+        pids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            logits = model(torch.tensor([pids + ids])).logits[0, len(pids) - 1 : -1].float()
+        hf = logits.log_softmax(-1).gather(-1, torch.tensor(ids)[:, None])[:, 0]
+        worst = max(worst, float((hf - vl).abs().max()))
+    return worst
+
+
 def tokens_per_s(rollouts, seconds: float) -> float:
     return round(sum(len(r.token_ids) for r in rollouts) / seconds, 1)
 
@@ -172,6 +199,8 @@ def main() -> int:
     ap.add_argument("--n-prompts", type=int, default=32)
     ap.add_argument("--max-tokens", type=int, default=40)
     ap.add_argument("--perturb", type=float, default=0.05, help="noise scale of the weight-sync check")
+    ap.add_argument("--logprob-tol", type=float, default=1e-3,
+                    help="largest |log p_vLLM - log p_HF| allowed on greedy tokens (float32)")
     ap.add_argument("--throughput-prompts", type=int, default=32)
     ap.add_argument("--min-parity", type=float, default=0.9,
                     help="fraction of identical greedy rollouts needed to pass (near-ties may differ)")
@@ -214,6 +243,7 @@ def main() -> int:
     vl_s = time.perf_counter() - t
 
     parity = compare(hf_out, vl_out, model, tok)
+    parity["max_logprob_gap"] = logprob_gap(engine, model, tok, prompts[:8], args.max_tokens)
     parity["finish_reasons"] = {r: sum(o.finish_reason == r for o in vl_out) for r in ("stop", "length")}
     parity["example"] = {"prompt": prompts[1][-60:], "hf": hf_out[1].text[:80], "vllm": vl_out[1].text[:80]}
     summary["parity"] = parity
@@ -244,6 +274,9 @@ def main() -> int:
         "changed_vs_before": sum(a.token_ids != b.token_ids for a, b in zip(vl_out, vl_other)),
         "parity_after_load": compare(hf_other, vl_other, other, tok),
         "tensors": check_synced_tensors(engine, other),
+        "max_logprob_gap": logprob_gap(engine, other, tok, prompts[:8], args.max_tokens),
+        # the same gap measured against the weights *before* the load: what a missed sync shows
+        "max_logprob_gap_vs_old_weights": logprob_gap(engine, model, tok, prompts[:8], args.max_tokens),
     }
     engine.load_weights(model)
     vl_back = engine.generate(prompts, greedy)
@@ -289,6 +322,8 @@ def main() -> int:
         "parity_after_load": sync["parity_after_load"]["identical"] >= args.min_parity * n,
         "synced_tensors_equal": sync["tensors"]["max_abs_diff"] == 0.0 and sync["tensors"]["tensors_checked"] > 0,
         "restore_exact": sync["restored_identical"] == n,
+        "logprobs_match": parity["max_logprob_gap"] < args.logprob_tol and sync["max_logprob_gap"] < args.logprob_tol
+        and sync["max_logprob_gap_vs_old_weights"] > 10 * args.logprob_tol,
         "sampling": all(v for key, v in summary["sampling"].items() if key != "distinct_samples_in_group0"),
     }
     summary["checks"] = checks

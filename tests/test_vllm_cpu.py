@@ -56,6 +56,7 @@ def test_greedy_token_parity_with_hf_engine(parity):
         if not m.get("same_tokens"):
             assert abs(m.get("margin_hf_vs_vllm_token", 1.0)) < 1e-3, f"not a near-tie: {m}"
     assert p["identical_text"] == p["identical"], "same token ids must decode to the same text"
+    assert p["max_logprob_gap"] < 1e-3, f"vLLM and HF log-probs differ by {p['max_logprob_gap']:.2e}"
 
 
 @pytest.mark.vllm
@@ -73,6 +74,9 @@ def test_load_weights_syncs_the_policy_into_the_engine(parity):
     assert parity["checks"]["parity_after_load"], s["parity_after_load"]
     assert s["tensors"]["tensors_checked"] > 0 and s["tensors"]["max_abs_diff"] == 0.0, s["tensors"]
     assert s["restored_identical"] == parity["parity"]["n"], "reloading the original weights must restore the outputs"
+    # Log-probs see what greedy tokens hide, e.g. an output layer left on the old embeddings.
+    assert s["max_logprob_gap"] < 1e-3, f"after load_weights vLLM scores tokens off by {s['max_logprob_gap']:.2e}"
+    assert s["max_logprob_gap_vs_old_weights"] > 1e-2, "the perturbation is too small for the check to see a missed sync"
 
 
 @pytest.mark.vllm
