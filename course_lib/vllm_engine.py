@@ -20,6 +20,9 @@ Simplifications and choices, each deliberate:
   tied embeddings, and redoes the kernel-specific repacking; a tied output layer is re-tied to
   the new embeddings (vLLM's reload leaves it on the old ones). Then it empties the prefix cache:
   keys and values cached with the old weights must not be reused by the next rollouts.
+- In-process on a CPU, vLLM's worker binds the process's OpenMP threads to cores and turns
+  `torch.set_num_threads` into a no-op (with a warning) for the rest of the process: set
+  `OMP_NUM_THREADS` before starting if the trainer in the same process needs a thread count.
 - `enforce_eager` defaults to True on a CPU (no torch.compile: the engine starts in seconds, not
   minutes, and a 1M-parameter model gains nothing) and to False on a GPU (CUDA graphs).
 - Prompts are tokenized here with `add_special_tokens=False`, as `HFEngine` does (vLLM's own
@@ -156,6 +159,10 @@ class VLLMEngine:
         )
         if on_cpu:
             kwargs["kv_cache_memory_bytes"] = int(cpu_kv_cache_gib * (1 << 30))
+            # vLLM 0.32 on a CPU crashes ("CPU Generator does not use offset") when a seeded
+            # request's prompt is split over two steps by chunked prefill (a batch of more than
+            # max_num_batched_tokens prompt tokens): without chunking, a prompt is never split.
+            kwargs["enable_chunked_prefill"] = False
         else:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         kwargs.update(llm_kwargs)

@@ -297,9 +297,11 @@ def main() -> int:
         "distinct_samples_in_group0": len({tuple(r.token_ids) for r in s1[:k]}),
     }
 
-    # Throughput (greedy, no stop strings, so every rollout runs max_tokens).
+    # Throughput: GRPO's shape (groups of 4 seeded samples, no stop strings, so every rollout
+    # runs max_tokens). 4 x 32 prompts also exceed one scheduler step's token budget, the case
+    # where seeded requests once crashed vLLM on a CPU.
     tp = build_prompts(args.throughput_prompts, seed=1)
-    tparams = SamplingParams(temperature=1.0, max_tokens=64, stop=(), seed=0)
+    tparams = SamplingParams(temperature=1.0, max_tokens=64, stop=(), n=4, seed=0)
     t = time.perf_counter()
     out = engine.generate(tp, tparams)
     vl_tp = tokens_per_s(out, time.perf_counter() - t)
@@ -308,7 +310,7 @@ def main() -> int:
     hf_tp = tokens_per_s(out, time.perf_counter() - t)
     summary["timing"] = {
         "hf_greedy_s": round(hf_s, 2), "vllm_greedy_s": round(vl_s, 2),
-        "throughput_prompts": len(tp), "max_tokens": 64,
+        "throughput_rollouts": len(out), "max_tokens": 64,
         "vllm_tokens_per_s": vl_tp, "hf_tokens_per_s": hf_tp, "torch_threads": torch.get_num_threads(),
     }
     engine.close()
