@@ -230,7 +230,6 @@ print(example["output"])
 print(f"{len(tokens)} response tokens, mean entropy {H_response.mean():.2f} nats, "
       f"max possible log V = {math.log(logits.shape[-1]):.2f}")
 
-# %%
 fig, ax = plt.subplots(figsize=(max(8, 0.28 * len(tokens)), 3.6))
 colors = plt.cm.viridis(H_response / math.log(logits.shape[-1]))
 ax.bar(range(len(tokens)), H_response, color=colors)

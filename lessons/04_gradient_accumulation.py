@@ -249,7 +249,6 @@ for name, errs in errors.items():
     print(f"{name:28s}", "  ".join(f"k={k}: {e:.1e}" for k, e in zip(KS, errs)))
 expect(abs(errors["forgot / k"][-1] - (KS[-1] - 1)) < 1e-3, "forgetting / k should make the gradient exactly k times too large")
 
-# %%
 fig, ax = plt.subplots(figsize=(7, 3.8))
 markers = {"your step": "o-", "forgot / k": "s--", "token mean per micro-batch": "^:"}
 for name, errs in errors.items():
