@@ -143,6 +143,7 @@ class HFEngine:
 
         generated: list[list[int]] = [[] for _ in range(batch)]
         finish = [None] * batch
+        rows = list(range(batch))  # original row of each row of the tensors below
         out = self.model(input_ids=input_ids, attention_mask=attn, position_ids=positions, use_cache=True)
         past = out.past_key_values
         logits = out.logits[:, -1, :].float()
@@ -151,9 +152,10 @@ class HFEngine:
             if eos is not None and t < params.min_tokens:
                 logits[:, eos] = float("-inf")
             nxt = self._pick(logits, params, gen)
-            active = [i for i in range(batch) if finish[i] is None]
-            for i in active:
-                token = int(nxt[i])
+            for j, i in enumerate(rows):
+                if finish[i] is not None:
+                    continue
+                token = int(nxt[j])
                 if eos is not None and token == eos:
                     finish[i] = "stop"
                     continue
@@ -163,11 +165,16 @@ class HFEngine:
                     tail = tok.decode(generated[i][-(max_stop + 2) :], skip_special_tokens=False)
                     if any(s in tail for s in params.stop):
                         finish[i] = "stop"
-            if all(f is not None for f in finish):
+            live = [j for j, i in enumerate(rows) if finish[i] is None]
+            if not live or t + 1 == params.max_tokens:
                 break
-            if t + 1 == params.max_tokens:
-                break
-            done = torch.tensor([f is not None for f in finish], device=device)
+            if len(live) <= 0.75 * len(rows) and hasattr(past, "batch_select_indices"):
+                # drop finished rows from the batch (and the KV cache): they cost as much as live ones
+                keep = torch.tensor(live, device=device)
+                past.batch_select_indices(keep)
+                attn, next_pos, nxt = attn[keep], next_pos[keep], nxt[keep]
+                rows = [rows[j] for j in live]
+            done = torch.tensor([finish[i] is not None for i in rows], device=device)
             nxt = torch.where(done, torch.full_like(nxt, tok.pad_token_id), nxt)
             attn = torch.cat([attn, (~done).long()[:, None]], dim=1)
             out = self.model(
