@@ -51,8 +51,6 @@ _ENV_DEFAULTS = {
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     # If a caller re-enables multiprocessing, `load_weights` ships a closure to the worker.
     "VLLM_ALLOW_INSECURE_SERIALIZATION": "1",
-    # vLLM would otherwise try to reach the Hugging Face hub for a local folder's metadata.
-    "HF_HUB_OFFLINE": "1",
     "VLLM_NO_USAGE_STATS": "1",
 }
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import random
 import sys
 import tempfile
@@ -206,6 +207,7 @@ def main() -> int:
                     help="fraction of identical greedy rollouts needed to pass (near-ties may differ)")
     args = ap.parse_args()
 
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything here is local; never try the hub
     import torch
 
     from course_lib.rollouts import HFEngine, SamplingParams
