@@ -208,9 +208,12 @@ print(f"naive formula NaN at {int(torch.isnan(naive).sum())} of {len(taus)} temp
 # arithmetic text but never saw the r1_zero tags. Below, it reads a prompt and a worked answer
 # in the `<think> ... </think> <answer> ... </answer>` format, and we plot, for every response
 # token, the entropy of the model's prediction *for* that token. Expect low entropy where the
-# text is predictable (the copy of a number after `=`, the words that repeat the question) and
-# high entropy at the tags, which the base model has never seen, and at the first digit of a new
-# number. SFT (notebook 05) is what lowers the entropy on the format.
+# text is predictable (the numbers copied inside the calculator note `<<41-38=3>>3`) and high
+# entropy where the model has to choose: the first digit of a new number, the next word of the
+# story. The tags are the interesting case: the base model was never trained on them, yet the
+# prompt itself spells out `<think> </think> <answer> </answer>`, and even a tiny model copies
+# from its context, so some tags come out surprisingly confident. SFT (notebook 05) is what
+# makes the whole format confident.
 
 # %%
 from course_lib import gsm8k_to_r1_zero, load_problems
@@ -241,6 +244,9 @@ plt.tight_layout()
 plt.show()
 for j in H_response.argsort(descending=True)[:5].tolist():
     print(f"highest entropy: {H_response[j]:.2f} nats before {tokens[j]!r}")
+for j, t in enumerate(tokens):
+    if "<" in t and ">" in t and "<<" not in t and ">>" not in t:
+        print(f"at a tag:        {H_response[j]:.2f} nats before {t!r}")
 
 # %% [markdown]
 # ## Pitfall from practice: entropy in half precision, and the `+ 1e-10` patch
