@@ -8,6 +8,8 @@ ignored settings.
 
 from __future__ import annotations
 
+import sys
+
 import dataclasses
 import os
 import random
@@ -219,7 +221,7 @@ def load_model_and_tokenizer(cfg: ModelConfig):
             )
         kwargs = {"dtype": dtype}
         if cfg.attn_implementation:
-            kwargs["attn_implementation"] = cfg.attn_implementation
+            kwargs["attn_implementation"] = attention_backend(cfg.attn_implementation)
         try:
             model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
         except OSError as e:
@@ -240,6 +242,21 @@ def load_model_and_tokenizer(cfg: ModelConfig):
     check_tokenizer_matches(model, tokenizer)
     model.to(device)
     return model, tokenizer
+
+
+def attention_backend(requested: str) -> str:
+    """flash-attn where it is installed (CUDA machines), PyTorch's sdpa otherwise.
+
+    flash-attn has no CPU build; a GPU config that asks for it still runs, with sdpa, on a
+    machine without it, and says so.
+    """
+    if requested.startswith("flash_attention"):
+        import importlib.util
+
+        if importlib.util.find_spec("flash_attn") is None:
+            print(f"attn_implementation={requested!r}: flash-attn is not installed, using 'sdpa'", file=sys.stderr)
+            return "sdpa"
+    return requested
 
 
 def _hub_like(name: str) -> bool:

@@ -54,3 +54,14 @@ def test_pyproject_dependencies_are_all_in_the_pip_path():
     deps = {package_name(d) for d in project["dependencies"]}
     assert deps <= pip_requirements(ROOT / "requirements-cpu.txt")
     assert project["requires-python"] == ">=3.11,<3.13"
+
+
+def test_flash_attention_falls_back_to_sdpa_where_flash_attn_is_missing():
+    import importlib.util
+
+    from course_lib.config import attention_backend
+
+    expected = "flash_attention_2" if importlib.util.find_spec("flash_attn") else "sdpa"
+    assert attention_backend("flash_attention_2") == expected
+    assert attention_backend("sdpa") == "sdpa"
+    assert attention_backend("eager") == "eager"
