@@ -186,6 +186,59 @@ def sft_examples(cfg: SFTConfig, problems: list[dict] | None = None) -> list[dic
     return examples
 
 
+def sft_train_step(
+    model: torch.nn.Module,
+    tokenizer,
+    optimizer: torch.optim.Optimizer,
+    batch_examples: list[dict],
+    gradient_accumulation_steps: int,
+    max_grad_norm: float = 1.0,
+    scheduler=None,
+    tokenize_fn=tokenize_prompt_and_output,
+    log_probs_fn=get_response_log_probs,
+    train_step_fn=sft_microbatch_train_step,
+) -> dict:
+    """One optimizer step of SFT on `batch_examples`, as `gradient_accumulation_steps` micro-batches.
+
+        for each of the k micro-batches (consecutive slices of len(batch_examples) / k examples):
+            batch = tokenize_fn(prompts, outputs, tokenizer)
+            log_probs = log_probs_fn(model, input_ids, labels)["log_probs"]
+            loss = train_step_fn(log_probs, response_mask, k)      # backward inside: .grad adds up
+        clip the gradient norm to max_grad_norm; optimizer.step(); scheduler.step(); zero the grads
+
+    Args:
+        batch_examples: r1_zero records with "prompt" and "output"; their number divisible by k.
+        scheduler: stepped once after the optimizer when given.
+        tokenize_fn, log_probs_fn, train_step_fn: your functions of notebooks 01, 03 and 04.
+
+    Returns:
+        {"loss": the sum of the k returned (scaled) losses, i.e. the batch loss (float),
+         "grad_norm": the gradient norm before clipping (float),
+         "response_tokens": response tokens in the batch (int),
+         "nll_sum": the summed negative log-likelihood of those tokens (float)}
+    """
+    if len(batch_examples) % gradient_accumulation_steps != 0:
+        raise ValueError(f"{len(batch_examples)} examples do not split into {gradient_accumulation_steps} micro-batches")
+    device = next(model.parameters()).device
+    micro = len(batch_examples) // gradient_accumulation_steps
+    total_loss, tokens, nll_sum = 0.0, 0, 0.0
+    for j in range(gradient_accumulation_steps):
+        chunk = batch_examples[j * micro : (j + 1) * micro]
+        batch = tokenize_fn([e["prompt"] for e in chunk], [e["output"] for e in chunk], tokenizer)
+        mask = batch["response_mask"].to(device)
+        log_probs = log_probs_fn(model, batch["input_ids"].to(device), batch["labels"].to(device))["log_probs"]
+        loss, _ = train_step_fn(log_probs, mask, gradient_accumulation_steps)
+        total_loss += float(loss)
+        tokens += int(mask.sum())
+        nll_sum += float(-(log_probs.detach() * mask).sum())
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return {"loss": total_loss, "grad_norm": grad_norm, "response_tokens": tokens, "nll_sum": nll_sum}
+
+
 def train_sft(
     config: SFTConfig | dict | None = None,
     model: torch.nn.Module | None = None,
@@ -240,7 +293,6 @@ def train_sft(
         eval_data = eval_examples_for(cfg) if cfg.eval_examples != 0 else []
 
     steps = cfg.steps if cfg.steps is not None else max(1, math.ceil(cfg.epochs * len(examples) / cfg.batch_size))
-    micro = cfg.batch_size // (cfg.gradient_accumulation_steps * world)
     if not main_process:
         eval_data = []
     output_dir = cfg.output_dir if main_process else None
@@ -272,29 +324,16 @@ def train_sft(
         t0 = time.perf_counter()
         idx = data_indices(len(examples), cfg.seed, step * cfg.batch_size, cfg.batch_size)[rank::world]
         batch_examples = [examples[i] for i in idx]
-        total_loss, nll_sum, tokens = 0.0, 0.0, 0
-        for m in range(cfg.gradient_accumulation_steps):
-            chunk = batch_examples[m * micro : (m + 1) * micro]
-            batch = tokenize_fn([e["prompt"] for e in chunk], [e["output"] for e in chunk], tokenizer)
-            input_ids, labels = batch["input_ids"].to(device), batch["labels"].to(device)
-            mask = batch["response_mask"].to(device)
-            logp = log_probs_fn(forward_model, input_ids, labels)["log_probs"]
-            loss, meta = train_step_fn(logp, mask, cfg.gradient_accumulation_steps)
-            loss_value = float(loss)
-            check_finite(loss_value, "loss", step + 1, cfg.output_dir)
-            total_loss += loss_value
-            with torch.no_grad():
-                nll_sum += float(-(logp.detach() * mask).sum())
-                tokens += int(mask.sum())
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+        lr = scheduler.get_last_lr()[0]
+        # the last good checkpoint is on disk: a non-finite step raises before the next one is saved
+        out = sft_train_step(forward_model, tokenizer, optimizer, batch_examples, cfg.gradient_accumulation_steps,
+                             cfg.max_grad_norm, scheduler, tokenize_fn, log_probs_fn, train_step_fn)
+        total_loss, grad_norm, nll_sum, tokens = out["loss"], out["grad_norm"], out["nll_sum"], out["response_tokens"]
+        check_finite(total_loss, "loss", step + 1, cfg.output_dir)
         check_finite(grad_norm, "gradient norm", step + 1, cfg.output_dir)
         if world > 1:
             total_loss = _all_reduce_mean(total_loss, world)
             nll_sum, tokens = _all_reduce_mean(nll_sum, world) * world, int(_all_reduce_mean(tokens, world) * world)
-        lr = scheduler.get_last_lr()[0]
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
         record = {"kind": "train", "step": step + 1, "loss": total_loss, "nll_per_token": nll_sum / max(tokens, 1),
                   "grad_norm": grad_norm, "lr": lr, "response_tokens": tokens,
                   "examples_seen": (step + 1) * cfg.batch_size, "step_time": time.perf_counter() - t0}

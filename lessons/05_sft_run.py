@@ -96,7 +96,7 @@ print("a base-model response:", repr(base["rollouts"][0].text[:200]))
 # `torch.nn.utils.clip_grad_norm_` (it returns the norm *before* clipping, which you return), and
 # zero the gradients with `set_to_none=True` at the end.
 
-# %% [solution] autograder.suites._sft_train_step:sft_train_step
+# %% [solution] course_lib.sft_trainer:sft_train_step
 import torch
 
 # %% [markdown]
