@@ -29,14 +29,9 @@ from course_lib import load_problems
 from course_lib.paths import DATA_DIR
 
 GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set while the notebook is autograded
+from course_lib.selfcheck import expect  # expect(ok, mistake): a self-check that names the mistake
 tokenizer = AutoTokenizer.from_pretrained(str(DATA_DIR / "tokenizer"))
 print(f"course tokenizer: {len(tokenizer)} tokens, pad token {tokenizer.pad_token!r} = id {tokenizer.pad_token_id}")
-
-
-def expect(ok, mistake):
-    """A self-check: raise with the name of the mistake when `ok` is false."""
-    if not ok:
-        raise AssertionError(mistake)
 
 # %% [markdown]
 # ## 1. The data: GSM8K and its `#### N` answers

@@ -24,24 +24,7 @@ torch.manual_seed(0)
 # (or while many notebooks are graded side by side) competing threads make it ten times slower.
 torch.set_num_threads(1)
 GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while grading: keep cells small
-
-
-def cmp(name, got, expected, atol=1e-6, rtol=1e-5):
-    """Compare two tensors the nn-zero-to-hero way: exact? approximately? largest difference?"""
-    got, expected = torch.as_tensor(got), torch.as_tensor(expected)
-    same_shape = got.shape == expected.shape
-    exact = same_shape and torch.equal(got, expected)
-    close = same_shape and torch.allclose(got.double(), expected.double(), atol=atol, rtol=rtol, equal_nan=True)
-    diff = (got.double() - expected.double()).abs().nan_to_num(nan=float("inf")).max().item() if same_shape else float("nan")
-    print(f"{name:44s} | exact: {str(exact):5s} | approximate: {str(close):5s} | maxdiff: {diff:.2e}")
-    return close
-
-
-def expect(ok, mistake):
-    """A self-check that fails with the name of the mistake it catches."""
-    if not ok:
-        raise AssertionError(mistake)
-    return True
+from course_lib.selfcheck import cmp, expect  # cmp: exact / approximate / max diff; expect: a named mistake
 
 
 def entropy64(x):

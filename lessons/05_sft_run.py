@@ -26,13 +26,7 @@ torch.manual_seed(0)
 # (or while many notebooks are graded side by side) competing threads make it ten times slower.
 torch.set_num_threads(1)
 GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while grading: keep cells small
-
-
-def expect(ok, mistake):
-    """A self-check that fails with the name of the mistake it catches."""
-    if not ok:
-        raise AssertionError(mistake)
-    return True
+from course_lib.selfcheck import expect  # expect(ok, mistake): a self-check that names the mistake
 
 # %% [markdown]
 # ## The loop
