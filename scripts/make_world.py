@@ -40,7 +40,7 @@ from course_lib.tiny_models import TINY_MODELS, TOKENIZER_DIR  # noqa: E402
 
 N_TRAIN, N_TEST = 10_000, 1_000
 SEQ_LEN = 256
-BASE = dict(steps=300, batch_size=32, lr=3e-3, warmup=30, weight_decay=0.1)
+BASE = dict(steps=1500, batch_size=32, lr=3e-3, warmup=30, weight_decay=0.1)
 GEMMA = dict(steps=100, batch_size=8, lr=3e-3, warmup=20, weight_decay=0.0, target_gap=0.5,
              target_max_logit_over_cap=1.2)
 

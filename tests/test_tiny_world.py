@@ -231,15 +231,16 @@ def test_base_model_knows_some_arithmetic(base):
     """Greedy completion of `a op b =` is right more often than chance.
 
     Guessing a result uniformly from its range is right about 1 time in 100; 200 equations at
-    that rate give 6 or more right with probability under 2%, so 3% is a floor for "knows some
-    arithmetic", not a quality bar (the committed model scores about 3 to 4%).
+    that rate give 20 or more right with probability below 1e-7, so 10% is far above chance
+    (the committed model, pretrained for 1,500 steps, scores 20.5% here: 29% of additions, 8% of
+    subtractions, 22% of products).
     """
     model, tok = base
     rng = random.Random(12345)
     facts = [arithmetic_fact(rng) for _ in range(200)]
     outs = greedy_complete(model, tok, [f.rsplit("=", 1)[0] + "=" for f in facts], max_new_tokens=5)
     acc = sum(o.strip().split("\n")[0].strip() == f.rsplit("= ", 1)[1] for o, f in zip(outs, facts)) / len(facts)
-    assert acc >= 0.03, f"plain arithmetic accuracy {acc} is at chance level"
+    assert acc >= 0.10, f"plain arithmetic accuracy {acc} is close to chance level"
 
 
 def test_gemma_config_has_the_real_softcap_field(gemma):
