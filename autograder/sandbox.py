@@ -31,12 +31,24 @@ def sandboxed(cmd: list[str], *, writable: list[Path] = (), hide: list[Path] = (
         "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
         "--unshare-all", "--die-with-parent", "--new-session",
     ]
+    # the private /tmp must not hide the course or its Python when they live under /tmp (a CI
+    # clone, say): bind them back, read-only, before the hidden folders are masked
+    for path in _code_roots():
+        args += ["--ro-bind", str(path), str(path)]
     for path in hide:
         if Path(path).exists():
             args += ["--tmpfs", str(path)]
     for path in list(writable) + list(binds):
         args += ["--bind", str(path), str(path)]
     return args + ["--"] + list(cmd)
+
+
+def _code_roots() -> list[Path]:
+    """The repository and the Python installation(s), where they lie under /tmp."""
+    import sys
+
+    roots = {Path(__file__).resolve().parent.parent, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
+    return sorted(p for p in roots if p.is_relative_to("/tmp"))
 
 
 def limiter(memory_bytes: int | None):
