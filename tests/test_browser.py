@@ -101,18 +101,24 @@ def test_notebook_01_runs_in_jupyterlab(lab):
             assert n_code > 0
             page.click(".lm-MenuBar-itemLabel:text-is('Run')")
             page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+            def error_outputs():
+                outputs = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts()
+                return [t for t in outputs if "Traceback" in t or re.search(r"\b\w+Error\b", t)]
+
             deadline = time.time() + 600
-            prompts = []
+            prompts, errors = [], []
             while time.time() < deadline:
                 prompts = page.locator(".jp-NotebookPanel .jp-CodeCell .jp-InputPrompt").all_inner_texts()
                 if len(prompts) == n_code and all(re.fullmatch(r"\s*\[\d+\]:\s*", t) for t in prompts):
                     break
+                errors = error_outputs()
+                if errors:  # Run All stops at an error: the remaining cells would never run
+                    break
                 time.sleep(2)
             page.screenshot(path=str(SCREENSHOTS / "01.png"), full_page=True)
-            assert all(re.fullmatch(r"\s*\[\d+\]:\s*", t) for t in prompts), f"not every cell ran: {prompts}"
-            errors = [t for t in page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts()
-                      if "Traceback" in t or re.search(r"\b\w+Error\b", t)]
+            errors = error_outputs()
             assert not errors, f"error output in the page: {errors[0][:1000]}"
+            assert all(re.fullmatch(r"\s*\[\d+\]:\s*", t) for t in prompts), f"not every cell ran: {prompts}"
             text = page.locator(".jp-NotebookPanel").inner_text()
             assert "tokenize_prompt_and_output: all visible checks pass" in text
         finally:
