@@ -50,7 +50,7 @@ def main() -> int:
     import cloudpickle
     import torch
 
-    from autograder.engine import load_suite, normalize, run_case
+    from autograder.engine import load_suite, run_case
 
     payload = torch.load(io.BytesIO(sys.stdin.buffer.read()), weights_only=False)  # from the judge: trusted
     suite = load_suite(payload["suite"])

@@ -31,16 +31,13 @@ every optimizer step.
 
 from __future__ import annotations
 
-import json
-import math
 import time
-from pathlib import Path
 from typing import Callable
 
 import torch
 
-from .checkpoint import MetricsLog, latest_checkpoint, load_checkpoint, save_checkpoint
-from .config import GRPOConfig, TemperatureScaled, config_to_dict, load_model_and_tokenizer, set_seed
+from .checkpoint import MetricsLog, save_checkpoint
+from .config import GRPOConfig, TemperatureScaled, load_model_and_tokenizer, set_seed
 from .grpo import LOSS_TYPES, compute_group_normalized_rewards, grpo_microbatch_train_step
 from .gsm8k import gsm8k_to_r1_zero, load_problems
 from .kl import kl_k3
@@ -57,8 +54,10 @@ from .sft_trainer import (
     make_scheduler,
     maybe_progress,
     resolve_config,
+    restore_checkpoint,
     run_eval,
     save_final,
+    write_run_config,
 )
 from .tokenization import tokenize_prompt_and_output
 
@@ -157,21 +156,13 @@ def train_grpo(
     optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay, cfg.betas)
     scheduler = make_scheduler(optimizer, cfg.warmup_steps, total_opt_steps, min_lr_ratio=1.0)
 
-    start_step = 0
-    if resume:
-        if not cfg.output_dir:
-            raise ValueError("resume needs output_dir")
-        ckpt = latest_checkpoint(cfg.output_dir)
-        if ckpt is not None:
-            state = load_checkpoint(ckpt, model, optimizer, scheduler)
-            start_step = state["step"]
+    start_step = restore_checkpoint(cfg, resume, model, optimizer, scheduler)
     if engine is None:
         engine = make_engine(cfg.engine, model, tokenizer, **(cfg.engine_kwargs or {}))
     engine.load_weights(model)
     log = MetricsLog(cfg.output_dir, resume_step=start_step if resume else None)
     if cfg.output_dir:
-        Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
-        (Path(cfg.output_dir) / "config.json").write_text(json.dumps({"kind": "grpo", **config_to_dict(cfg)}, indent=2))
+        write_run_config(cfg.output_dir, "grpo", cfg)
 
     evals: list[dict] = [r for r in log.records if r.get("kind") == "eval"]
     t_start = time.perf_counter()

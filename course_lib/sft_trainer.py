@@ -186,6 +186,27 @@ def sft_examples(cfg: SFTConfig, problems: list[dict] | None = None) -> list[dic
     return examples
 
 
+def restore_checkpoint(cfg, resume: bool, model, optimizer, scheduler) -> int:
+    """The step a run starts from: 0, or, with `resume`, that of the last checkpoint in
+    `cfg.output_dir`, whose model, optimizer, scheduler and RNG states are restored."""
+    if not resume:
+        return 0
+    if not cfg.output_dir:
+        raise ValueError("resume needs output_dir")
+    ckpt = latest_checkpoint(cfg.output_dir)
+    if ckpt is None:
+        return 0
+    return load_checkpoint(ckpt, model, optimizer, scheduler)["step"]
+
+
+def write_run_config(output_dir, kind: str, cfg) -> None:
+    """`output_dir/config.json`: the run's kind and every setting, for the record."""
+    import json
+
+    Path(output_dir).mkdir(parents=True, exist_ok=True)
+    (Path(output_dir) / "config.json").write_text(json.dumps({"kind": kind, **config_to_dict(cfg)}, indent=2))
+
+
 def sft_train_step(
     model: torch.nn.Module,
     tokenizer,
@@ -302,20 +323,10 @@ def train_sft(
     optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay, cfg.betas)
     scheduler = make_scheduler(optimizer, cfg.warmup_steps, steps, cfg.min_lr_ratio)
 
-    start_step = 0
-    if resume:
-        if not cfg.output_dir:
-            raise ValueError("resume needs output_dir")
-        ckpt = latest_checkpoint(cfg.output_dir)
-        if ckpt is not None:
-            state = load_checkpoint(ckpt, model, optimizer, scheduler)
-            start_step = state["step"]
+    start_step = restore_checkpoint(cfg, resume, model, optimizer, scheduler)
     log = MetricsLog(output_dir, resume_step=start_step if resume else None)
     if output_dir:
-        import json
-
-        Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
-        (Path(cfg.output_dir) / "config.json").write_text(json.dumps({"kind": "sft", **config_to_dict(cfg)}, indent=2))
+        write_run_config(output_dir, "sft", cfg)
 
     evals: list[dict] = [r for r in log.records if r.get("kind") == "eval"]
     t_start = time.perf_counter()

@@ -44,6 +44,8 @@ def test_tokenize_prompt_and_output_shift_mask_and_padding(word_tokenizer):
     assert out["input_ids"].shape == out["labels"].shape == out["response_mask"].shape == (2, 5)
     assert out["input_ids"][0].tolist() == full0[:-1]
     assert out["labels"][0].tolist() == full0[1:]
+    assert out["input_ids"][1].tolist() == full1[:-1]
+    assert out["labels"][1].tolist() == full1[1:]
     # label j is full token j+1: output tokens of example 0 are full[2:6] -> labels 1..4
     assert out["response_mask"][0].tolist() == [False, True, True, True, True]
     assert out["response_mask"][1].tolist() == [False, False, False, False, True]
@@ -138,7 +140,7 @@ def write(path: Path, lines: list[str]) -> Path:
 
 def test_malformed_jsonl_line_names_file_and_line(tmp_path):
     good = json.dumps({"question": "q", "answer": "a\n#### 1"})
-    path = write(tmp_path / "train.jsonl", [good, good, '{"question": "q", "answer": ', good])
+    write(tmp_path / "train.jsonl", [good, good, '{"question": "q", "answer": ', good])
     with pytest.raises(DataFormatError, match=r"train\.jsonl:3: not valid JSON"):
         load_gsm8k("train", tmp_path)
 
