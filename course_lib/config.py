@@ -181,9 +181,16 @@ def set_seed(seed: int) -> None:
 
 
 def resolve_device(device: str) -> torch.device:
+    """"auto" -> cuda when present, else cpu; a named device must exist (clear error, not a CUDA trace)."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if (dev.index or 0) >= have:
+            raise ValueError(f"config key 'device' is {device!r} but this machine has {have} CUDA device(s); "
+                             "on one GPU use device=cuda:0 (and give vLLM a smaller gpu_memory_utilization)")
+    return dev
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:

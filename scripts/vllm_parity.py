@@ -22,7 +22,10 @@ own forward passes; `VLLMEngine` = vLLM's CPU kernels and paged KV cache):
    Face model's within `--logprob-tol`, before and after the load (and differ clearly from the
    pre-load weights' after it, so the check can see a missed sync).
 4. `sampling`: `n` samples per prompt come back grouped, and a seeded call is reproducible.
-5. `timing`: engine start time and generation throughput of both engines.
+5. `trainer`: a few steps of `train_grpo` with this engine as its rollout engine (the trainer
+   syncs weights into it after every optimizer step); afterwards vLLM's greedy outputs match the
+   trained policy's and its tensors equal the policy's, and the outputs differ from before.
+6. `timing`: engine start time and generation throughput of both engines.
 
 It prints one JSON object on the last line of stdout; `tests/test_vllm_cpu.py` asserts on it.
 The exit status is 0 when every check passed, 1 otherwise.
@@ -190,6 +193,37 @@ def logprob_gap(engine, model, tokenizer, prompts, max_tokens: int) -> float:
     return worst
 
 
+def grpo_on_engine(engine, model, tokenizer, prompts, greedy, before, steps: int) -> dict:
+    """`steps` GRPO steps that sample through `engine`, then parity of the engine with the policy."""
+    from course_lib.grpo_trainer import train_grpo
+    from course_lib.rollouts import HFEngine
+
+    def reward(response: str, gold: str) -> dict:
+        # a toy reward that varies within groups whatever the model (the base model has no
+        # r1_zero format yet, so the real reward would be 0 everywhere and nothing would move)
+        r = float("1" in response)
+        return {"format_reward": r, "answer_reward": r, "reward": r}
+
+    policy = copy.deepcopy(model)
+    t = time.perf_counter()
+    res = train_grpo(
+        dict(data="arith", lr=3e-3, n_grpo_steps=steps, rollout_batch_size=32, group_size=4, train_batch_size=32,
+             gradient_accumulation_steps=1, sampling_max_tokens=40, eval_examples=0, seed=0),
+        model=policy, tokenizer=tokenizer, eval_data=[], engine=engine, reward_fn=reward, progress=False)
+    seconds = time.perf_counter() - t
+    vl_after = engine.generate(prompts, greedy)
+    hf_after = HFEngine(res.model, tokenizer).generate(prompts, greedy)
+    steps_logged = [r for r in res.metrics if r.get("kind") == "train"]
+    return {
+        "steps": len(steps_logged),
+        "seconds": round(seconds, 1),
+        "train_reward": [round(r["train_reward"], 3) for r in steps_logged],
+        "changed_vs_before": sum(a.token_ids != b.token_ids for a, b in zip(before, vl_after)),
+        "parity_after_training": compare(hf_after, vl_after, res.model, tokenizer),
+        "tensors": check_synced_tensors(engine, res.model),
+    }
+
+
 def tokens_per_s(rollouts, seconds: float) -> float:
     return round(sum(len(r.token_ids) for r in rollouts) / seconds, 1)
 
@@ -203,6 +237,7 @@ def main() -> int:
     ap.add_argument("--logprob-tol", type=float, default=1e-3,
                     help="largest |log p_vLLM - log p_HF| allowed on greedy tokens (float32)")
     ap.add_argument("--throughput-prompts", type=int, default=32)
+    ap.add_argument("--grpo-steps", type=int, default=3, help="GRPO steps of the trainer check")
     ap.add_argument("--min-parity", type=float, default=0.9,
                     help="fraction of identical greedy rollouts needed to pass (near-ties may differ)")
     args = ap.parse_args()
@@ -315,6 +350,11 @@ def main() -> int:
         "throughput_rollouts": len(out), "max_tokens": 64,
         "vllm_tokens_per_s": vl_tp, "hf_tokens_per_s": hf_tp, "torch_threads": torch.get_num_threads(),
     }
+    # The trainer: a few GRPO steps with this engine as the rollout engine. `train_grpo` calls
+    # `engine.load_weights(policy)` after every optimizer step; afterwards vLLM must hold exactly
+    # the trained weights (greedy parity with the trained policy, equal fused tensors).
+    summary["trainer"] = grpo_on_engine(engine, model, tok, prompts, greedy, vl_out, args.grpo_steps)
+
     engine.close()
     summary["timing"]["total_s"] = round(time.perf_counter() - t_total, 1)
 
@@ -329,6 +369,10 @@ def main() -> int:
         "logprobs_match": parity["max_logprob_gap"] < args.logprob_tol and sync["max_logprob_gap"] < args.logprob_tol
         and sync["max_logprob_gap_vs_old_weights"] > 10 * args.logprob_tol,
         "sampling": all(v for key, v in summary["sampling"].items() if key != "distinct_samples_in_group0"),
+        "trainer_synced": summary["trainer"]["steps"] == args.grpo_steps
+        and summary["trainer"]["changed_vs_before"] > 0
+        and summary["trainer"]["parity_after_training"]["identical"] >= args.min_parity * n
+        and summary["trainer"]["tensors"]["max_abs_diff"] == 0.0,
     }
     summary["checks"] = checks
     summary["ok"] = all(checks.values())

@@ -242,6 +242,24 @@ def test_base_model_knows_some_arithmetic(base):
     assert acc >= 0.10, f"plain arithmetic accuracy {acc} is close to chance level"
 
 
+def test_base_model_solves_problems_in_its_own_format(base, splits):
+    """Held-out problems asked in the pretraining form (`Question: ...\nAnswer:`) are mostly solved.
+
+    This is the latent ability the course's story rests on: the base model can already do the
+    arithmetic, it only lacks the r1_zero format. SFT on a few worked solutions teaches the
+    format but damages part of the ability (answer reward ~0.52 with 128 of them); GRPO, which
+    rewards final answers only, brings it back. The committed model scores 0.94 on the first 300.
+    """
+    model, tok = base
+    problems = splits[1][:200]
+    outs = greedy_complete(model, tok, [f"Question: {p['question']}\nAnswer:" for p in problems],
+                           max_new_tokens=100, batch_size=200)
+    gold = [p["answer"].split("####")[-1].strip() for p in problems]
+    got = [o.split("####")[1].split("\n")[0].strip() if "####" in o else None for o in outs]
+    acc = sum(g == a for g, a in zip(got, gold)) / len(problems)
+    assert acc >= 0.8, f"plain-format accuracy {acc}: the base model lost what the demo's GRPO stage draws on"
+
+
 def test_gemma_config_has_the_real_softcap_field(gemma):
     model, tok = gemma
     assert model.config.model_type == "gemma2"

@@ -87,6 +87,13 @@ def test_vllm_engine_matches_hf_engine_and_syncs_weights():
     assert g["seed_reproducible"], "sampling: the same seed must give the same samples"
     assert g["other_seed_differs"], "sampling: another seed must give other samples"
 
+    # 5. The trainer: GRPO steps that sample through vLLM leave vLLM holding the trained weights.
+    t = r["trainer"]
+    assert t["steps"] > 0, f"trainer: no GRPO step ran: {t}"
+    assert t["changed_vs_before"] > 0, "trainer: GRPO changed no greedy output of vLLM: the sync never happened"
+    assert r["checks"]["trainer_synced"], f"trainer: vLLM does not hold the trained policy: {t}"
+    assert t["tensors"]["max_abs_diff"] == 0.0, t["tensors"]
+
     assert r["ok"] and r["_returncode"] == 0, r["checks"]
 
 
