@@ -8,7 +8,7 @@ The story it measures, on the held-out test split (greedy, `r1_zero_reward_fn`):
 - sft:      SFT to its plateau on a *limited* set of worked solutions (128, the small end of the
             data-size ablation): the format is learned, but fitting so few examples costs part
             of the base model's arithmetic, and held-out answer reward flattens around 0.5.
-- sft_more: further SFT from that checkpoint on the same worked solutions, twice the steps.
+- sft_more: the same budget of further SFT from that checkpoint on the same worked solutions.
             The control: if it gained as much as GRPO, the SFT run was just unfinished.
 - grpo:     GRPO from the sft checkpoint on many more questions with only their final answers.
             This is the real reason RL helps here: answers are cheap, worked solutions are not,

@@ -130,10 +130,10 @@ def plot_demo(stages: dict[str, list[dict]], summary: dict, out: str | os.PathLi
         for b, v in zip(bars, vals):
             ax.text(b.get_x() + b.get_width() / 2, v + 0.01, f"{v:.2f}", ha="center", fontsize=8)
     ax.set_xticks(range(len(names)), names)
-    ax.set_ylim(0, 1.1)
+    ax.set_ylim(0, 1.25)  # room for the legend above the bars
     n = summary.get(names[0], {}).get("n", "")
     ax.set_title(f"held-out accuracy ({n} problems, greedy)")
-    ax.legend(loc="upper left")
+    ax.legend(loc="upper left", ncol=2)
     fig.tight_layout()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
