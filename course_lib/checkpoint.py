@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+from .config import config_to_dict
+
 STATE_FILE = "trainer_state.pt"
 
 
@@ -171,3 +173,22 @@ def _jsonable(v):
 
 class NonFiniteLossError(RuntimeError):
     """The loss or the gradient norm became NaN/inf; the run stopped, its last checkpoint kept."""
+
+
+def restore_checkpoint(cfg, resume: bool, model, optimizer, scheduler) -> int:
+    """The step a run starts from: 0, or, with `resume`, that of the last checkpoint in
+    `cfg.output_dir`, whose model, optimizer, scheduler and RNG states are restored."""
+    if not resume:
+        return 0
+    if not cfg.output_dir:
+        raise ValueError("resume needs output_dir")
+    ckpt = latest_checkpoint(cfg.output_dir)
+    if ckpt is None:
+        return 0
+    return load_checkpoint(ckpt, model, optimizer, scheduler)["step"]
+
+
+def write_run_config(output_dir, kind: str, cfg) -> None:
+    """`output_dir/config.json`: the run's kind and every setting, for the record."""
+    Path(output_dir).mkdir(parents=True, exist_ok=True)
+    (Path(output_dir) / "config.json").write_text(json.dumps({"kind": kind, **config_to_dict(cfg)}, indent=2))

@@ -8,11 +8,10 @@ ignored settings.
 
 from __future__ import annotations
 
-import sys
-
 import dataclasses
 import os
 import random
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

@@ -36,7 +36,7 @@ from typing import Callable
 
 import torch
 
-from .checkpoint import MetricsLog, save_checkpoint
+from .checkpoint import MetricsLog, restore_checkpoint, save_checkpoint, write_run_config
 from .config import GRPOConfig, TemperatureScaled, load_model_and_tokenizer, set_seed
 from .grpo import LOSS_TYPES, compute_group_normalized_rewards, grpo_microbatch_train_step
 from .gsm8k import gsm8k_to_r1_zero, load_problems
@@ -54,10 +54,8 @@ from .sft_trainer import (
     make_scheduler,
     maybe_progress,
     resolve_config,
-    restore_checkpoint,
     run_eval,
     save_final,
-    write_run_config,
 )
 from .tokenization import tokenize_prompt_and_output
 

@@ -29,8 +29,9 @@ from typing import Callable
 
 import torch
 
-from .checkpoint import MetricsLog, NonFiniteLossError, latest_checkpoint, load_checkpoint, save_checkpoint
-from .config import SFTConfig, build_config, config_to_dict, load_model_and_tokenizer, set_seed
+from .checkpoint import (MetricsLog, NonFiniteLossError, latest_checkpoint, restore_checkpoint, save_checkpoint,
+                         write_run_config)
+from .config import SFTConfig, build_config, load_model_and_tokenizer, set_seed
 from .gsm8k import gsm8k_to_r1_zero, load_problems
 from .logprobs import get_response_log_probs
 from .rewards import r1_zero_reward_fn
@@ -184,27 +185,6 @@ def sft_examples(cfg: SFTConfig, problems: list[dict] | None = None) -> list[dic
     if not examples:
         raise ValueError("no SFT examples left (check n_examples and filter_correct)")
     return examples
-
-
-def restore_checkpoint(cfg, resume: bool, model, optimizer, scheduler) -> int:
-    """The step a run starts from: 0, or, with `resume`, that of the last checkpoint in
-    `cfg.output_dir`, whose model, optimizer, scheduler and RNG states are restored."""
-    if not resume:
-        return 0
-    if not cfg.output_dir:
-        raise ValueError("resume needs output_dir")
-    ckpt = latest_checkpoint(cfg.output_dir)
-    if ckpt is None:
-        return 0
-    return load_checkpoint(ckpt, model, optimizer, scheduler)["step"]
-
-
-def write_run_config(output_dir, kind: str, cfg) -> None:
-    """`output_dir/config.json`: the run's kind and every setting, for the record."""
-    import json
-
-    Path(output_dir).mkdir(parents=True, exist_ok=True)
-    (Path(output_dir) / "config.json").write_text(json.dumps({"kind": kind, **config_to_dict(cfg)}, indent=2))
 
 
 def sft_train_step(
