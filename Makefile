@@ -27,12 +27,13 @@ clean:
 
 # The main job: base -> SFT -> GRPO on the embedded tiny default (CPU, minutes).
 demo: setup
-	$(PY) -m course_lib.demo
+	$(PY) -m course_lib.training.demo
 
 # Student notebooks: lessons/ -> solutions/ (source notebooks) -> notebooks/ (nbgrader release).
+# ONLY="06 07" rebuilds just those assignments.
 release: setup
-	$(PY) scripts/build_solutions.py
-	$(PY) -m autograder.release
+	$(PY) scripts/build_solutions.py $(if $(ONLY),--only $(ONLY))
+	$(PY) -m autograder.release $(if $(ONLY),--only $(ONLY))
 
 # Grade a folder of submissions (nbgrader layout COURSE/submitted/<student>/<ASSIGNMENT>/),
 # sandboxed and in parallel: make grade ASSIGNMENT=01 COURSE=path/to/course

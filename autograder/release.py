@@ -2,6 +2,7 @@
 
     python -m autograder.release            # (re)write notebooks/
     python -m autograder.release --check    # fail if notebooks/ differs from a fresh release
+    python -m autograder.release --only 06  # just these assignments
 
 `nbgrader generate_assignment` runs in a temporary course folder (so no gradebook or
 nbgrader state lands in the repository); its output is written back without outputs or
@@ -89,8 +90,9 @@ def release_texts(names: list[str] | None = None) -> dict[Path, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if notebooks/ differs from a fresh release")
+    parser.add_argument("--only", nargs="+", metavar="NN", help="release only these assignments (e.g. --only 06 07)")
     args = parser.parse_args(argv)
-    texts = release_texts()
+    texts = release_texts(args.only)
     names = {rel.parts[0] for rel in texts}
     current = {p.relative_to(NOTEBOOKS): p.read_text(encoding="utf-8")
                for name in names for p in (NOTEBOOKS / name).rglob("*") if p.is_file() and "__pycache__" not in p.parts} \

@@ -1,11 +1,21 @@
 """course_lib: the reference implementation of every graded function of the course.
 
-Each function here exists once; the solution notebooks show this same code and the
-autograder's hidden cases are generated from it.
+Each graded function exists once, in a module at this top level (`tokenization`, `gsm8k`,
+`logprobs`, `masking`, `sft`, `grpo`, `rewards`, `kl`); the solution notebooks show this same
+code and the autograder's hidden cases are generated from it. Everything else lives in rooms:
+
+- `course_lib.training`: configs, model loading, the SFT and GRPO trainers, evaluation, plots, the
+  command line and `make demo`;
+- `course_lib.rollouts`: the rollout interface and its engines (Hugging Face, vLLM);
+- `course_lib.world`: the embedded tiny world (arithmetic data, tokenizer, tiny models).
+
+`paths` (where the committed files live) and `selfcheck` (the notebooks' `cmp` and `expect`)
+are small utilities every room uses.
 """
 
 from .gsm8k import (
     DataFormatError,
+    as_r1_zero,
     extract_gsm8k_answer,
     format_r1_zero_prompt,
     gsm8k_to_r1_zero,
@@ -20,20 +30,21 @@ from .grpo import (
     compute_naive_policy_gradient_loss,
     compute_policy_gradient_loss,
     grpo_microbatch_train_step,
+    grpo_train_step,
 )
 from .logprobs import compute_entropy, final_logits_softcap, get_response_log_probs, log_probs_from_logits
 from .masking import masked_mean, masked_normalize
 from .rewards import r1_zero_reward_fn
-from .sft import sft_microbatch_train_step
+from .sft import sft_microbatch_train_step, sft_train_step
 from .tokenization import tokenize_prompt_and_output
 
 # The embedded tiny world (data generator, tiny models); imported lazily by name so that
 # `import course_lib` stays light for the autograder's fresh processes.
 _LAZY = {
-    "load_tiny": "tiny_models",
-    "load_tiny_tokenizer": "tiny_models",
-    "generate_problem": "arith_data",
-    "generate_splits": "arith_data",
+    "load_tiny": "world.tiny_models",
+    "load_tiny_tokenizer": "world.tiny_models",
+    "generate_problem": "world.arith_data",
+    "generate_splits": "world.arith_data",
 }
 
 
@@ -46,6 +57,7 @@ def __getattr__(name):
 
 __all__ = [
     "DataFormatError",
+    "as_r1_zero",
     "compute_entropy",
     "compute_group_normalized_rewards",
     "compute_grpo_clip_loss",
@@ -58,6 +70,7 @@ __all__ = [
     "format_r1_zero_prompt",
     "get_response_log_probs",
     "grpo_microbatch_train_step",
+    "grpo_train_step",
     "gsm8k_to_r1_zero",
     "load_gsm8k",
     "load_problems",
@@ -70,5 +83,6 @@ __all__ = [
     "r1_zero_reward_fn",
     "read_jsonl",
     "sft_microbatch_train_step",
+    "sft_train_step",
     "tokenize_prompt_and_output",
 ]

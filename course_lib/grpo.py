@@ -1,4 +1,6 @@
-"""GRPO's pieces: group-normalised advantages, the three policy-gradient losses, the train step."""
+"""GRPO's graded pieces: group-normalised advantages (notebook 06), the three policy-gradient
+losses and the micro-batch step (07), and the update of one rollout batch (09), which is the
+inner loop of the course's GRPO trainer (`course_lib.training.grpo_trainer`)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,8 @@ from typing import Callable
 
 import torch
 
+from .kl import kl_k3
+from .logprobs import get_response_log_probs
 from .masking import masked_mean
 
 LOSS_TYPES = ("no_baseline", "reinforce_with_baseline", "grpo_clip")
@@ -171,3 +175,109 @@ def grpo_microbatch_train_step(
     if "clipped" in metadata:
         metadata["clip_fraction"] = masked_mean(metadata["clipped"].float(), response_mask)
     return loss.detach(), metadata
+
+
+def slice_micro_batch(rollout_batch: dict[str, torch.Tensor], rows: slice) -> dict[str, torch.Tensor]:
+    """Rows `rows` of a rollout batch, cut after the last response token of those rows.
+
+    The columns cut hold only padding and prompt tokens after every response token of these
+    rows: with a causal model and right padding they change no log-prob that the loss reads,
+    and they would cost a forward and backward pass each.
+    """
+    mask = rollout_batch["response_mask"][rows]
+    used = mask.any(dim=0).nonzero()
+    width = int(used.max()) + 1 if len(used) else mask.shape[1]
+    out = {}
+    for key, value in rollout_batch.items():
+        value = value[rows]
+        out[key] = value[:, None] if value.dim() == 1 else value[:, :width]  # (B,) -> (B, 1): one per sequence
+    return out
+
+
+def _check_rollout_batch(n: int, train_batch_size: int, k: int, kl_coef: float, rollout_batch: dict) -> None:
+    if train_batch_size % k or n % train_batch_size:
+        raise ValueError(f"{n} rollouts do not split into train batches of {train_batch_size} "
+                         f"and micro-batches of {train_batch_size} / {k}")
+    if kl_coef > 0 and "ref_log_probs" not in rollout_batch:
+        raise ValueError("kl_coef > 0 needs rollout_batch['ref_log_probs']")
+
+
+def grpo_train_step(
+    policy: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    rollout_batch: dict[str, torch.Tensor],
+    loss_type: str,
+    train_batch_size: int,
+    gradient_accumulation_steps: int,
+    epochs_per_rollout_batch: int = 1,
+    cliprange: float | None = None,
+    max_grad_norm: float = 1.0,
+    kl_coef: float = 0.0,
+    scheduler=None,
+    log_probs_fn=get_response_log_probs,
+    train_step_fn=grpo_microbatch_train_step,
+) -> dict[str, list[float]]:
+    """All the policy updates of one rollout batch: epochs x optimizer steps x micro-batches.
+
+        for epoch in 1 .. epochs_per_rollout_batch:                 # 1: on-policy
+            for each train batch (consecutive train_batch_size rows):
+                for each of its k = gradient_accumulation_steps micro-batches (consecutive rows):
+                    log_probs = log_probs_fn(policy, input_ids, labels, return_token_entropy=True)
+                    [ (kl_coef / k) * mean_b masked_mean_t(k3(log_probs, ref_log_probs)) ].backward()
+                    train_step_fn(log_probs, mask, k, loss_type, raw_rewards, advantages,
+                                  old_log_probs, cliprange)            # backward inside
+                clip the gradient norm to max_grad_norm; optimizer.step(); scheduler.step(); zero grads
+
+    Args:
+        policy: the model being trained; it must score at the sampling temperature (the trainer
+            passes `TemperatureScaled(model, T)`), so that log-probs describe the samples.
+        rollout_batch: tensors of the N = len(advantages) rollouts, in group order:
+            "input_ids", "labels", "response_mask": (N, T) (from `tokenize_prompt_and_output`);
+            "raw_rewards", "advantages": (N,);
+            "old_log_probs": (N, T), the sampling policy's log-probs (needed by "grpo_clip");
+            "ref_log_probs": (N, T), the reference policy's (needed when kl_coef > 0).
+        loss_type, cliprange: as in `grpo_microbatch_train_step`.
+        train_batch_size: rollouts per optimizer step; N must be a multiple of it, and it a
+            multiple of gradient_accumulation_steps.
+        kl_coef: weight of the k3 KL penalty to the reference policy (0: none).
+        scheduler: stepped once after each optimizer step when given.
+        log_probs_fn, train_step_fn: your functions of notebooks 03 and 07.
+
+    Returns:
+        {"loss": [per optimizer step: the sum of its micro-batch losses, KL term included],
+         "grad_norm": [per optimizer step: the norm before clipping],
+         "token_entropy": [per micro-batch: mean entropy over response tokens],
+         "clip_fraction": [per micro-batch, grpo_clip only], "kl": [per micro-batch, kl_coef > 0 only]}
+    """
+    n, k = rollout_batch["advantages"].shape[0], gradient_accumulation_steps
+    _check_rollout_batch(n, train_batch_size, k, kl_coef, rollout_batch)
+    micro = train_batch_size // k
+    out: dict[str, list[float]] = {"loss": [], "grad_norm": [], "token_entropy": [], "clip_fraction": [], "kl": []}
+    for _epoch in range(epochs_per_rollout_batch):
+        for step in range(n // train_batch_size):
+            step_loss = 0.0
+            for j in range(k):
+                first = (step * k + j) * micro
+                mb = slice_micro_batch(rollout_batch, slice(first, first + micro))
+                scored = log_probs_fn(policy, mb["input_ids"], mb["labels"], return_token_entropy=True)
+                log_probs, mask = scored["log_probs"], mb["response_mask"]
+                if scored.get("token_entropy") is not None:
+                    out["token_entropy"].append(float(masked_mean(scored["token_entropy"], mask)))
+                if kl_coef > 0:
+                    kl = masked_mean(kl_k3(log_probs, mb["ref_log_probs"]), mask, dim=-1).mean()
+                    (kl_coef * kl / k).backward(retain_graph=True)  # the policy-gradient loss backprops next
+                    out["kl"].append(float(kl.detach()))
+                    step_loss += float(kl_coef * kl.detach() / k)
+                loss, meta = train_step_fn(log_probs, mask, k, loss_type, raw_rewards=mb["raw_rewards"],
+                                           advantages=mb["advantages"], old_log_probs=mb.get("old_log_probs"),
+                                           cliprange=cliprange)
+                step_loss += float(loss)
+                if "clip_fraction" in meta:
+                    out["clip_fraction"].append(float(meta["clip_fraction"]))
+            out["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)))
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            out["loss"].append(step_loss)
+    return out

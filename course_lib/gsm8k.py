@@ -123,3 +123,26 @@ def gsm8k_to_r1_zero(example: dict, template: str | None = None) -> dict:
         "output": output,
         "ground_truth": ground_truth,
     }
+
+
+def as_r1_zero(records: list[dict], need: tuple[str, ...] = ("prompt", "ground_truth")) -> list[dict]:
+    """Training or evaluation records in the r1_zero form, whichever form they came in.
+
+    A GSM8K record ({"question", "answer"}) is converted with `gsm8k_to_r1_zero`; an r1_zero
+    record (it has a "prompt") passes through unchanged and must hold every field in `need`
+    ("output" for SFT, "ground_truth" for evaluation and GRPO). Anything else is an error that
+    names the record's index and what it lacks.
+    """
+    out = []
+    for i, record in enumerate(records):
+        if "prompt" in record:
+            missing = [f for f in need if f not in record]
+            if missing:
+                raise DataFormatError(f"record {i}: an r1_zero record without {', '.join(map(repr, missing))}")
+            out.append(record)
+        elif "question" in record and "answer" in record:
+            out.append(gsm8k_to_r1_zero(record))
+        else:
+            raise DataFormatError(f"record {i}: neither a GSM8K record (question, answer) nor an r1_zero one "
+                                  f"(prompt, {', '.join(need[1:]) or 'output'}); it has {sorted(record)}")
+    return out

@@ -1,5 +1,9 @@
 """KL estimators between the policy and a frozen reference policy, from per-token log-probs.
 
+The GRPO trainer's optional KL penalty (`kl_coef > 0`) uses k3; k1 and k2 are here for the
+comparison of the three (a later notebook's subject; `tests/test_trainers.py` measures them
+against the exact KL of a small categorical distribution).
+
 With samples o ~ pi and r = pi_ref(o) / pi(o), three estimators of KL(pi || pi_ref) (Schulman,
 "Approximating KL divergence"):
     k1 = -log r                 unbiased, high variance, can be negative
@@ -23,8 +27,10 @@ def kl_k3(policy_log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.
 
 
 def kl_k1(policy_log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
+    """Per-token k1 = -log r = log pi - log pi_ref; (B, T) -> (B, T). Unbiased, can be negative."""
     return policy_log_probs - ref_log_probs
 
 
 def kl_k2(policy_log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
+    """Per-token k2 = (log r)^2 / 2; (B, T) -> (B, T). Biased (exact to second order), low variance."""
     return 0.5 * (ref_log_probs - policy_log_probs) ** 2

@@ -203,7 +203,7 @@ print(f"naive formula NaN at {int(torch.isnan(naive).sum())} of {len(taus)} temp
 
 # %%
 from course_lib import gsm8k_to_r1_zero, load_problems
-from course_lib.tiny_models import load_tiny
+from course_lib.world.tiny_models import load_tiny
 
 model, tokenizer = load_tiny("qwen2-base")
 example = gsm8k_to_r1_zero(load_problems("arith", "test")[0])

@@ -243,7 +243,7 @@ import torch
 
 # %%
 from course_lib import gsm8k_to_r1_zero, load_problems, tokenize_prompt_and_output  # tokenize: notebook 01
-from course_lib.tiny_models import load_tiny
+from course_lib.world.tiny_models import load_tiny
 
 model, tokenizer = load_tiny("qwen2-base")
 examples = [gsm8k_to_r1_zero(e) for e in load_problems("arith", "test")[:2]]

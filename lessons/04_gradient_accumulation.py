@@ -158,7 +158,7 @@ check_hidden("sft_microbatch_train_step", sft_microbatch_train_step)
 
 # %%
 from course_lib import get_response_log_probs, gsm8k_to_r1_zero, load_problems, tokenize_prompt_and_output
-from course_lib.tiny_models import load_tiny
+from course_lib.world.tiny_models import load_tiny
 
 model, tokenizer = load_tiny("qwen2-base")
 model.train()

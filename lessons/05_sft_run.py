@@ -67,8 +67,8 @@ import torch
 
 # %%
 from course_lib import gsm8k_to_r1_zero, load_problems, r1_zero_reward_fn
-from course_lib.evaluation import evaluate
-from course_lib.tiny_models import load_tiny
+from course_lib.training.evaluation import evaluate
+from course_lib.world.tiny_models import load_tiny
 
 EVAL_N = 8 if GRADING else 200
 EVAL_MAX_TOKENS = 24 if GRADING else 80
@@ -90,13 +90,13 @@ print("a base-model response:", repr(base["rollouts"][0].text[:200]))
 # `torch.nn.utils.clip_grad_norm_` (it returns the norm *before* clipping, which you return), and
 # zero the gradients with `set_to_none=True` at the end.
 
-# %% [solution] course_lib.sft_trainer:sft_train_step
+# %% [solution] course_lib.sft:sft_train_step
 import torch
 
 # %% [markdown]
 # ## How this is graded
 #
-# The reference of this step is the course trainer itself, `course_lib.sft_trainer.train_sft`,
+# The reference of this step is the course trainer itself, `course_lib.training.sft_trainer.train_sft`,
 # whose inner loop is this function. So the check is direct: from the same starting weights, the
 # same data order and the same AdamW and learning-rate schedule, three optimizer steps of your
 # `sft_train_step` must leave *the same parameters* as three steps of `train_sft`, to float
@@ -107,7 +107,8 @@ import torch
 # %% [tests] sft_train_step_matches_trainer 3
 import copy
 
-from course_lib.sft_trainer import data_indices, make_optimizer, make_scheduler, train_sft
+from course_lib.training.common import data_indices, make_optimizer, make_scheduler
+from course_lib.training.sft_trainer import train_sft
 
 STEPS, BATCH, K, SEED = 3, 4, 2, 0
 cfg = dict(n_examples=8, steps=STEPS, batch_size=BATCH, gradient_accumulation_steps=K, lr=3e-3,
@@ -171,7 +172,7 @@ print("all visible checks passed")
 # nothing).
 
 # %%
-from course_lib.sft_trainer import train_sft
+from course_lib.training.sft_trainer import train_sft
 
 SIZES = [128, None] if GRADING else [128, 256, 512, 1024, None]  # None: all
 RUN = dict(steps=2 if GRADING else 60, batch_size=4 if GRADING else 16, gradient_accumulation_steps=1,
@@ -261,12 +262,12 @@ plt.show()
 # each point of the ablation:
 #
 # ```
-# python -m course_lib.train sft --config configs/sft_qwen2.5_math_1.5b_gsm8k.yaml n_examples=1024 output_dir=runs/sft_qwen_1024
+# python -m course_lib.training sft --config configs/sft_qwen2.5_math_1.5b_gsm8k.yaml n_examples=1024 output_dir=runs/sft_qwen_1024
 # ```
 
 # %%
 if torch.cuda.is_available() and not GRADING:
-    from course_lib.config import load_config
+    from course_lib.training.config import load_config
     from course_lib.paths import REPO_ROOT
 
     gpu_cfg = load_config("sft", REPO_ROOT / "configs" / "sft_qwen2.5_math_1.5b_gsm8k.yaml",

@@ -14,10 +14,13 @@ A lesson is a Python file in "percent" format: cells start with a header line
     # %% [tests] ID POINTS               an autograded test cell worth POINTS, grade id ID
 
 so a solution notebook shows *the same code* as `course_lib`: the reference is written once.
+Every pasted object is checked at build time: each global name it uses must be a builtin or be
+defined by an earlier cell (or earlier in its own cell), so a new helper in `course_lib` cannot
+break a notebook only when it runs.
 `nbgrader generate_assignment` then turns each solution region into `raise NotImplementedError()`
 and drops the `### BEGIN HIDDEN TESTS` ... `### END HIDDEN TESTS` lines of test cells.
 
-Usage: python scripts/build_solutions.py [--check]   (--check: fail if solutions/ is stale)
+Usage: python scripts/build_solutions.py [--check] [--only NN ...]   (--check: fail if solutions/ is stale)
 """
 
 from __future__ import annotations
@@ -105,6 +108,40 @@ def split_cells(text: str, path: Path) -> list[tuple[str | None, str, list[str],
     return cells
 
 
+def bound_names(tree: ast.AST) -> set[str]:
+    """Every name a piece of code binds anywhere: imports, assignments, defs, loop and with targets."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            if not isinstance(node, ast.ClassDef):
+                a = node.args
+                names |= {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x}
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+    return names
+
+
+def free_names(source: str) -> set[str]:
+    """Global names `source` reads but neither binds itself nor gets from Python's builtins."""
+    import builtins
+
+    tree = ast.parse(source)
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return used - bound_names(tree) - set(dir(builtins))
+
+
+def _ipython_free(source: str) -> str:
+    """The cell's Python without IPython's `%magic` and `!shell` lines (which ast cannot parse)."""
+    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+
+
 def _trim(lines: list[str]) -> str:
     return "\n".join(lines).strip("\n")
 
@@ -112,6 +149,7 @@ def _trim(lines: list[str]) -> str:
 def build_notebook(path: Path) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
     nb.metadata = {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
+    defined: set[str] = set()  # names the cells so far define (for the check of pasted code)
     for index, (kind, arg, body, lineno) in enumerate(split_cells(path.read_text(encoding="utf-8"), path)):
         where = f"{path.name}:{lineno}"
         if kind == "markdown":
@@ -126,6 +164,10 @@ def build_notebook(path: Path) -> nbformat.NotebookNode:
             parts = [_trim(body)] if _trim(body) else []
             for ref in refs:
                 src = reference_source(ref)
+                missing = free_names(src) - defined - bound_names(ast.parse("\n\n".join(parts + [src])))
+                if missing:
+                    raise ValueError(f"{where}: {ref} uses {', '.join(sorted(missing))}, which no earlier cell "
+                                     f"defines: paste or import it before this cell")
                 parts.append(mark_solution_bodies(src) if kind == "solution" else src)
             cell = nbformat.v4.new_code_cell("\n\n\n".join(parts))
             if kind == "solution":
@@ -146,6 +188,8 @@ def build_notebook(path: Path) -> nbformat.NotebookNode:
         else:
             raise ValueError(f"{where}: unknown cell kind [{kind}]")
         cell.id = f"c{index:03d}"
+        if cell.cell_type == "code":
+            defined |= bound_names(ast.parse(_ipython_free(cell.source), f"{where}"))
         nb.cells.append(cell)
     return nb
 
@@ -158,9 +202,12 @@ def solution_path(lesson: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if any solution notebook is stale")
+    parser.add_argument("--only", nargs="+", metavar="NN", help="build only these assignments (e.g. --only 06 07)")
     args = parser.parse_args(argv)
     stale = []
     for lesson in sorted(LESSONS.glob("[0-9][0-9]_*.py")):
+        if args.only and lesson.name[:2] not in args.only:
+            continue
         target = solution_path(lesson)
         text = nbformat.writes(build_notebook(lesson)) + "\n"
         current = target.read_text(encoding="utf-8") if target.exists() else None

@@ -4,7 +4,8 @@
     python scripts/make_world.py tokenizer   # data/tokenizer/                    (seconds)
     python scripts/make_world.py base        # data/tiny/qwen2-base/  (pretraining, ~10 min on 2 cores)
     python scripts/make_world.py gemma       # data/tiny/gemma2-softcap/          (~2 min)
-    python scripts/make_world.py all         # the four in order
+    python scripts/make_world.py sft         # data/tiny/qwen2-sft/   (the demo's SFT stage, ~1 min)
+    python scripts/make_world.py all         # the five in order
 
 Every step is seeded (`--seed`, default 0) and stops by step count, never by wall time, so the
 same command gives the same files on the same software (CPU float32 kernels may still differ
@@ -33,10 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from course_lib.arith_data import arithmetic_fact, generate_problem, generate_splits, plain_qa_text, write_jsonl  # noqa: E402
+from course_lib.world.arith_data import arithmetic_fact, generate_problem, generate_splits, plain_qa_text, write_jsonl  # noqa: E402
 from course_lib.gsm8k import load_problems  # noqa: E402
 from course_lib.paths import DATA_DIR  # noqa: E402
-from course_lib.tiny_models import TINY_MODELS, TOKENIZER_DIR  # noqa: E402
+from course_lib.world.tiny_models import TINY_MODELS, TOKENIZER_DIR  # noqa: E402
 
 N_TRAIN, N_TEST = 10_000, 1_000
 SEQ_LEN = 256
@@ -53,7 +54,7 @@ def step_data(seed: int) -> None:
 
 
 def step_tokenizer(seed: int) -> None:
-    from course_lib.tokenizer_build import save_tokenizer
+    from course_lib.world.tokenizer_build import save_tokenizer
 
     tok = save_tokenizer(TOKENIZER_DIR, seed)
     print(f"tokenizer: {len(tok)} tokens, eos {tok.eos_token!r}={tok.eos_token_id}, "
@@ -137,7 +138,7 @@ def evaluate_base(model, tokenizer, n: int = 200, seed: int = 0) -> dict:
     """Zero-shot r1_zero rewards on the first `n` test problems and plain-equation accuracy."""
     from course_lib.gsm8k import gsm8k_to_r1_zero
     from course_lib.rewards import r1_zero_reward_fn
-    from course_lib.tiny_models import greedy_complete
+    from course_lib.world.tiny_models import greedy_complete
 
     examples = [gsm8k_to_r1_zero(p) for p in load_problems("arith", "test")[:n]]
     responses = greedy_complete(model, tokenizer, [e["prompt"] for e in examples], max_new_tokens=64)
@@ -157,7 +158,7 @@ def evaluate_base(model, tokenizer, n: int = 200, seed: int = 0) -> dict:
 
 
 def save_model(model, tokenizer, out: Path, extra: dict) -> None:
-    from course_lib.tiny_models import generation_config_for
+    from course_lib.world.tiny_models import generation_config_for
 
     if out.exists():
         shutil.rmtree(out)
@@ -172,7 +173,7 @@ def step_base(seed: int, steps: int | None = None) -> None:
     import torch
     from transformers import AutoTokenizer, Qwen2ForCausalLM
 
-    from course_lib.tiny_models import count_parameters, qwen2_base_config
+    from course_lib.world.tiny_models import count_parameters, qwen2_base_config
 
     torch.manual_seed(seed)
     cfg = dict(BASE, steps=steps or BASE["steps"])
@@ -228,7 +229,7 @@ def step_gemma(seed: int) -> None:
     import torch
     from transformers import AutoTokenizer, Gemma2ForCausalLM
 
-    from course_lib.tiny_models import count_parameters, gemma2_softcap_config
+    from course_lib.world.tiny_models import count_parameters, gemma2_softcap_config
 
     torch.manual_seed(seed)
     tok = AutoTokenizer.from_pretrained(TOKENIZER_DIR, local_files_only=True)
@@ -267,7 +268,36 @@ def step_gemma(seed: int) -> None:
     })
 
 
-STEPS = {"data": step_data, "tokenizer": step_tokenizer, "base": step_base, "gemma": step_gemma}
+def step_sft(seed: int) -> None:
+    """The demo's SFT stage (`configs/demo.yaml`, section `sft`) from the committed base model:
+    the starting point of the RL notebooks, so that they need not train it first."""
+    import yaml
+
+    from course_lib.training.common import eval_examples_for
+    from course_lib.training.config import build_config
+    from course_lib.training.evaluation import evaluate
+    from course_lib.training.sft_trainer import train_sft
+    from course_lib.world.tiny_models import load_tiny
+
+    spec = yaml.safe_load((DATA_DIR.parent / "configs" / "demo.yaml").read_text())
+    settings = {**spec["common"], **spec["sft"], "seed": seed, "eval_examples": 0}
+    model, tok = load_tiny(settings.pop("model"))
+    t0 = time.time()
+    run = train_sft(build_config("sft", settings), model=model, tokenizer=tok, eval_data=[], progress=False)
+    train_s = time.time() - t0
+    held_out = eval_examples_for(build_config("eval", {"data": "arith", "eval_examples": 1000}))
+    res = evaluate(run.model, tok, held_out, max_tokens=spec["eval"]["eval_max_tokens"], batch_size=500)
+    metrics = {k: res[k] for k in ("format_reward", "answer_reward", "n", "mean_response_tokens")}
+    print(f"  sft: held-out format {metrics['format_reward']:.3f}, answer {metrics['answer_reward']:.3f}")
+    save_model(run.model, tok, TINY_MODELS["qwen2-sft"], {
+        "built_by": "python scripts/make_world.py sft", "seed": seed, "from": "qwen2-base",
+        "train": settings, "train_seconds": round(train_s, 1),
+        "eval_greedy_first_1000_test": metrics,
+        "final_nll_per_token": round([r for r in run.metrics if r["kind"] == "train"][-1]["nll_per_token"], 4),
+    })
+
+
+STEPS = {"data": step_data, "tokenizer": step_tokenizer, "base": step_base, "gemma": step_gemma, "sft": step_sft}
 
 
 def main(argv=None) -> None:

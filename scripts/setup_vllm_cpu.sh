@@ -66,7 +66,7 @@ step "install course_lib (editable, no deps)" \
 step "check the install" "$VENV/bin/python" -c "
 import torch, transformers, vllm, course_lib
 from vllm import LLM, SamplingParams
-from course_lib.vllm_engine import VLLMEngine
+from course_lib.rollouts.vllm_engine import VLLMEngine
 print('vllm', vllm.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__)
 "
 tail -n 1 "$LOG"

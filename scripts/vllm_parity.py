@@ -46,7 +46,7 @@ from pathlib import Path
 
 def build_prompts(n: int, seed: int = 0) -> list[str]:
     """Prompts of three kinds and lengths: r1_zero, plain `Question:/Answer:`, bare equations."""
-    from course_lib.arith_data import generate_problem
+    from course_lib.world.arith_data import generate_problem
     from course_lib.gsm8k import format_r1_zero_prompt
 
     rng = random.Random(seed)
@@ -69,7 +69,7 @@ def random_tiny_qwen2(out_dir: Path):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from course_lib.tiny_models import generation_config_for, load_tiny_tokenizer, qwen2_base_config
+    from course_lib.world.tiny_models import generation_config_for, load_tiny_tokenizer, qwen2_base_config
 
     tok = load_tiny_tokenizer()
     cfg = qwen2_base_config(len(tok), tok.pad_token_id, tok.eos_token_id)
@@ -195,7 +195,7 @@ def logprob_gap(engine, model, tokenizer, prompts, max_tokens: int) -> float:
 
 def grpo_on_engine(engine, model, tokenizer, prompts, greedy, before, steps: int) -> dict:
     """`steps` GRPO steps that sample through `engine`, then parity of the engine with the policy."""
-    from course_lib.grpo_trainer import train_grpo
+    from course_lib.training.grpo_trainer import train_grpo
     from course_lib.rollouts import HFEngine
 
     def reward(response: str, gold: str) -> dict:
@@ -246,8 +246,8 @@ def main() -> int:
     import torch
 
     from course_lib.rollouts import HFEngine, SamplingParams
-    from course_lib.tiny_models import load_tiny, resolve_tiny_path
-    from course_lib.vllm_engine import VLLMEngine
+    from course_lib.world.tiny_models import load_tiny, resolve_tiny_path
+    from course_lib.rollouts.vllm_engine import VLLMEngine
 
     t_total = time.perf_counter()
     summary: dict = {"model": args.model, "torch": torch.__version__}

@@ -28,10 +28,6 @@ ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").glob("[0-9][0-9]") if 
 SETTINGS = {"tolerance": {"atol": 1e-6, "rtol": 1e-5}, "check_dtype": True}
 
 
-@pytest.fixture(scope="session")
-def hidden_cases():
-    for name in suite_names():
-        ensure_cases(name)
 
 
 def student_functions(source: str) -> dict:

@@ -39,14 +39,9 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def lab(tmp_path):
+def lab(tmp_path, hidden_cases):
     if not Path(CHROMIUM).is_file():
         pytest.skip("chromium is not installed here (Debian: apt-get install chromium); .ci/run installs it")
-    from autograder.engine import suite_names
-    from autograder.judge import ensure_cases
-
-    for name in suite_names():
-        ensure_cases(name)
     work = tmp_path / "lab"
     work.mkdir()
     shutil.copy(NOTEBOOK, work / NOTEBOOK.name)

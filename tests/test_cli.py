@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from course_lib.config import load_config, parse_overrides
-from trainer_helpers import REPO, run_cli, save_random_model
+from course_lib.training.config import load_config, parse_overrides
+from tests.helpers import REPO, run_cli, save_random_model
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def test_config_files_load_and_overrides_parse():
 
 def test_sft_then_eval_cli(model_dir, tmp_path):
     out = tmp_path / "sft"
-    res = run_cli(["course_lib.train", "sft", "--config", str(REPO / "configs" / "sft_tiny.yaml"), "--no-progress",
+    res = run_cli(["course_lib.training", "sft", "--config", str(REPO / "configs" / "sft_tiny.yaml"), "--no-progress",
                    f"model={model_dir}", f"output_dir={out}", "steps=3", "batch_size=4", "n_examples=8",
                    "eval_examples=4", "eval_max_tokens=8", "checkpoint_every=2"], cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -43,7 +43,7 @@ def test_sft_then_eval_cli(model_dir, tmp_path):
     assert sorted(p.name for p in (out / "checkpoints").glob("step_*")) == ["step_000002", "step_000003"]
 
     ev = tmp_path / "eval"
-    res = run_cli(["course_lib.train", "eval", "--no-progress", f"model={out / 'model'}", f"output_dir={ev}",
+    res = run_cli(["course_lib.training", "eval", "--no-progress", f"model={out / 'model'}", f"output_dir={ev}",
                    "eval_examples=6", "eval_max_tokens=8", "log_generations=3"], cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     result = json.loads((ev / "eval.json").read_text())
@@ -60,25 +60,25 @@ def test_malformed_data_names_file_and_line(model_dir, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     (data / "train.jsonl").write_text('{"question": "q", "answer": "a\\n#### 1"}\n{"question": "q2"\n')
-    res = run_cli(["course_lib.train", "sft", "--no-progress", f"model={model_dir}", f"data={data}",
+    res = run_cli(["course_lib.training", "sft", "--no-progress", f"model={model_dir}", f"data={data}",
                    f"output_dir={tmp_path / 'out'}", "steps=1", "eval_examples=0"], cwd=tmp_path)
     assert res.returncode == 2
     assert "train.jsonl:2" in res.stderr
 
 
 def test_missing_model_fails_clearly(tmp_path):
-    res = run_cli(["course_lib.train", "grpo", "--no-progress", f"model={tmp_path / 'nope'}",
+    res = run_cli(["course_lib.training", "grpo", "--no-progress", f"model={tmp_path / 'nope'}",
                    f"output_dir={tmp_path / 'out'}"], cwd=tmp_path)
     assert res.returncode == 2 and "no such folder" in res.stderr
     assert not (tmp_path / "out" / "metrics.jsonl").exists()
 
 
 def test_demo_quick_smoke(tmp_path):
-    """`python -m course_lib.demo --quick`: every stage runs and writes summary.json and curves.png."""
+    """`python -m course_lib.training.demo --quick`: every stage runs and writes summary.json and curves.png."""
     if not (REPO / "data" / "tiny" / "qwen2-base" / "config.json").is_file():
         pytest.skip("the tiny base model is not built")
     out = tmp_path / "demo"
-    res = run_cli(["course_lib.demo", "--quick", "--no-progress", "--output-dir", str(out)], cwd=REPO)
+    res = run_cli(["course_lib.training.demo", "--quick", "--no-progress", "--output-dir", str(out)], cwd=REPO)
     assert res.returncode == 0, res.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     for stage in ("base", "sft", "sft_more", "grpo"):

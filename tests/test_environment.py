@@ -59,7 +59,7 @@ def test_pyproject_dependencies_are_all_in_the_pip_path():
 def test_flash_attention_falls_back_to_sdpa_where_flash_attn_is_missing():
     import importlib.util
 
-    from course_lib.config import attention_backend
+    from course_lib.training.models import attention_backend
 
     expected = "flash_attention_2" if importlib.util.find_spec("flash_attn") else "sdpa"
     assert attention_backend("flash_attention_2") == expected

@@ -33,15 +33,6 @@ def ids(paths):
     return [p.parent.name for p in paths]
 
 
-@pytest.fixture(scope="session")
-def hidden_cases():
-    from autograder.engine import suite_names
-    from autograder.judge import ensure_cases
-
-    for name in suite_names():
-        ensure_cases(name)
-
-
 def execute(path: Path, allow_errors: bool = False, timeout: int = 900):
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=allow_errors,
@@ -155,3 +146,19 @@ def test_release_notebook_runs_up_to_its_graded_cells(path, monkeypatch):
     meta = nb.cells[index].get("metadata", {}).get("nbgrader", {})
     assert index >= graded[0] and (meta.get("solution") or meta.get("grade")), \
         f"{path.name}: cell {index} errored, but it is neither a graded cell nor its test (first graded cell: {graded[0]})"
+
+
+def test_lesson_build_refuses_a_pasted_function_whose_names_are_not_defined(tmp_path):
+    """The AST pass of the lesson build: a pasted function needs every global name it reads."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from build_solutions import build_notebook
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    lesson = tmp_path / "99_check.py"
+    header = "# %%\nimport torch\n\n"
+    lesson.write_text(header + "# %% [given] course_lib.logprobs:_row_chunks\n")
+    with pytest.raises(ValueError, match=r"99_check.py:4: course_lib.logprobs:_row_chunks uses CHUNK_ELEMENTS"):
+        build_notebook(lesson)
+    lesson.write_text(header + "# %%\nCHUNK_ELEMENTS = 1 << 22\n\n# %% [given] course_lib.logprobs:_row_chunks\n")
+    assert "def _row_chunks" in build_notebook(lesson).cells[-1].source

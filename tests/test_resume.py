@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from trainer_helpers import REPO, save_random_model
+from tests.helpers import REPO, save_random_model
 
 ARGS = {
     "sft": ["steps=8", "batch_size=4", "gradient_accumulation_steps=2", "lr=1e-2", "warmup_steps=2",
@@ -27,7 +27,7 @@ NOISY = {"step_time", "rollout_time"}
 
 
 def command(kind: str, model: Path, out: Path, resume: bool = False) -> list[str]:
-    cmd = [sys.executable, "-m", "course_lib.train", kind, "--no-progress", f"model={model}", f"output_dir={out}",
+    cmd = [sys.executable, "-m", "course_lib.training", kind, "--no-progress", f"model={model}", f"output_dir={out}",
            "eval_examples=0", "checkpoint_every=2", "keep_checkpoints=10", *ARGS[kind]]
     return cmd + (["--resume"] if resume else [])
 

@@ -8,12 +8,7 @@ import pytest
 import torch
 
 from course_lib.rollouts import HFEngine, Rollout, RolloutEngine, SamplingParams, make_engine
-from trainer_helpers import course_tokenizer, random_qwen2
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return course_tokenizer()
+from tests.helpers import random_qwen2
 
 
 @pytest.fixture(scope="module")

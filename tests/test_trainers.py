@@ -7,18 +7,17 @@ import copy
 import pytest
 import torch
 
-from course_lib import get_response_log_probs, grpo_microbatch_train_step, sft_microbatch_train_step
-from course_lib.checkpoint import NonFiniteLossError, latest_checkpoint
-from course_lib.config import TemperatureScaled, build_config, check_tokenizer_matches, load_model_and_tokenizer
-from course_lib.grpo_trainer import check_batch_sizes, train_grpo
-from course_lib.kl import kl_k3
-from course_lib.sft_trainer import data_indices, sft_examples, train_sft
-from trainer_helpers import course_tokenizer, problems, random_qwen2
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return course_tokenizer()
+from course_lib import (compute_group_normalized_rewards, get_response_log_probs, grpo_microbatch_train_step,
+                        grpo_train_step, sft_microbatch_train_step, tokenize_prompt_and_output)
+from course_lib.kl import kl_k1, kl_k2, kl_k3
+from course_lib.rollouts import make_engine
+from course_lib.training.checkpoint import NonFiniteLossError, latest_checkpoint
+from course_lib.training.common import data_indices, make_optimizer, make_scheduler
+from course_lib.training.config import build_config
+from course_lib.training.grpo_trainer import check_batch_sizes, collect_rollouts, grpo_questions, train_grpo
+from course_lib.training.models import TemperatureScaled, check_tokenizer_matches, load_model_and_tokenizer
+from course_lib.training.sft_trainer import sft_examples, train_sft
+from tests.helpers import REPO, problems, random_qwen2
 
 
 def small_grpo(**kw):
@@ -34,7 +33,6 @@ def test_sft_uses_injected_functions_and_learns(tok):
 
     def tokenize_fn(*a):
         calls["tok"] += 1
-        from course_lib import tokenize_prompt_and_output
         return tokenize_prompt_and_output(*a)
 
     def log_probs_fn(*a, **k):
@@ -103,7 +101,6 @@ def test_grpo_runs_and_logs_every_metric(tok, loss_type):
 
     def advantage_fn(*a, **k):
         calls["adv"] += 1
-        from course_lib import compute_group_normalized_rewards
         return compute_group_normalized_rewards(*a, **k)
 
     res = train_grpo(model=model, tokenizer=tok, train_data=problems(16), eval_data=[], progress=False,
@@ -195,9 +192,64 @@ def test_missing_model_and_mismatched_tokenizer_fail_before_training(tok, tmp_pa
         check_tokenizer_matches(small, tok)
     small.save_pretrained(tmp_path / "small")
     with pytest.raises(ValueError, match="do not belong together"):
-        load_model_and_tokenizer(build_config("sft", {"model": str(tmp_path / "small"), "tokenizer": str(REPO_TOK)}))
+        load_model_and_tokenizer(build_config("sft", {"model": str(tmp_path / "small"),
+                                                       "tokenizer": str(REPO / "data" / "tokenizer")}))
 
 
-from trainer_helpers import REPO  # noqa: E402
 
-REPO_TOK = REPO / "data" / "tokenizer"
+def test_kl_estimators_against_the_exact_kl():
+    """k1 and k3 are unbiased estimates of KL(pi || ref) from samples of pi; k2 is biased, k3 >= 0."""
+    gen = torch.Generator().manual_seed(0)
+    pi = torch.softmax(torch.randn(6, generator=gen), 0)
+    ref = torch.softmax(torch.randn(6, generator=gen), 0)
+    exact = float((pi * (pi.log() - ref.log())).sum())
+    samples = torch.multinomial(pi, 400_000, replacement=True, generator=gen)
+    lp, lr = pi.log()[samples][None], ref.log()[samples][None]
+    k1, k2, k3 = kl_k1(lp, lr), kl_k2(lp, lr), kl_k3(lp, lr)
+    assert abs(float(k1.mean()) - exact) < 0.01 and abs(float(k3.mean()) - exact) < 0.01
+    assert (k3 >= 0).all() and (k1 < 0).any(), "k1 takes negative values, k3 never does"
+    # k2 = (log r)^2 / 2 is exact only to second order; here its bias is visible
+    assert abs(float(k2.mean()) - exact) > 5 * abs(float(k3.mean()) - exact)
+
+
+def test_as_r1_zero_accepts_both_forms_and_names_a_bad_record():
+    from course_lib import DataFormatError, as_r1_zero
+
+    gsm = problems(1)[0]
+    converted = as_r1_zero([gsm])[0]
+    assert set(converted) == {"prompt", "output", "ground_truth"}
+    assert as_r1_zero([converted]) == [converted]
+    with pytest.raises(DataFormatError, match="record 1: an r1_zero record without 'output'"):
+        as_r1_zero([converted, {"prompt": "p", "ground_truth": "3"}], need=("prompt", "output"))
+    with pytest.raises(DataFormatError, match="record 0: neither a GSM8K record"):
+        as_r1_zero([{"text": "hello"}])
+
+
+def test_grpo_train_step_is_the_trainers_update(tok):
+    """One trainer step = collect_rollouts + grpo_train_step on the same batch, parameter for parameter."""
+    def reward_fn(response, gold):  # varies inside groups, so every step moves the policy
+        r = float(len(response) % 2)
+        return {"reward": r, "format_reward": r, "answer_reward": r}
+
+    cfg = build_config("grpo", small_grpo(loss_type="grpo_clip", epochs_per_rollout_batch=2, n_grpo_steps=1,
+                                          sampling_temperature=0.8, train_batch_size=4))
+    start = random_qwen2(tok, seed=5)
+    trained = train_grpo(cfg, model=copy.deepcopy(start), tokenizer=tok, train_data=problems(8), eval_data=[],
+                         progress=False, reward_fn=reward_fn).model
+
+    mine = copy.deepcopy(start)
+    torch.manual_seed(cfg.seed)
+    questions = grpo_questions(cfg, problems(8))
+    batch_q = [questions[i] for i in data_indices(len(questions), cfg.seed, 0, cfg.rollout_batch_size // cfg.group_size)]
+    batch = collect_rollouts(make_engine("hf", mine, tok), mine, tok, batch_q, cfg, 0,
+                             advantage_fn=compute_group_normalized_rewards, reward_fn=reward_fn,
+                             tokenize_fn=tokenize_prompt_and_output, log_probs_fn=get_response_log_probs)
+    optimizer = make_optimizer(mine, cfg.lr, cfg.weight_decay, cfg.betas)
+    scheduler = make_scheduler(optimizer, cfg.warmup_steps, 4, min_lr_ratio=1.0)
+    mine.train()
+    out = grpo_train_step(TemperatureScaled(mine, 0.8), optimizer, batch.tensors, "grpo_clip", 4, 2,
+                          epochs_per_rollout_batch=2, cliprange=cfg.cliprange, scheduler=scheduler)
+    assert len(out["loss"]) == 4 and len(out["clip_fraction"]) == 8
+    moved = max((p - q).abs().max().item() for p, q in zip(mine.parameters(), start.parameters()))
+    worst = max((p - q).abs().max().item() for p, q in zip(mine.parameters(), trained.parameters()))
+    assert moved > 1e-3 and worst < 1e-6, (moved, worst)

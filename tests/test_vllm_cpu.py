@@ -98,9 +98,9 @@ def test_vllm_engine_matches_hf_engine_and_syncs_weights():
 
 
 def test_vllm_engine_module_imports_without_vllm():
-    """`course_lib.vllm_engine` imports vLLM only when an engine is built."""
+    """`course_lib.rollouts.vllm_engine` imports vLLM only when an engine is built."""
     code = (
-        "import sys, course_lib, course_lib.vllm_engine as m; "
+        "import sys, course_lib, course_lib.rollouts.vllm_engine as m; "
         "assert 'vllm' not in sys.modules, 'vllm imported at module import time'; "
         "print(m.VLLMEngine.__name__)"
     )

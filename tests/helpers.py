@@ -1,4 +1,4 @@
-"""Shared helpers of the trainer tests: a small random Qwen2 with the course tokenizer."""
+"""Helpers the tests share: the course tokenizer, small random Qwen2 models, problems, a CLI runner."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parent.parent
 def course_tokenizer():
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(REPO / "data" / "tokenizer")
+    return AutoTokenizer.from_pretrained(REPO / "data" / "tokenizer", local_files_only=True)
 
 
 def random_qwen2(tokenizer, seed: int = 0, hidden: int = 32, layers: int = 2):

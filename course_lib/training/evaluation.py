@@ -16,23 +16,13 @@ from pathlib import Path
 
 import torch
 
-from .gsm8k import gsm8k_to_r1_zero
-from .logprobs import get_response_log_probs
-from .masking import masked_mean
-from .rewards import r1_zero_reward_fn
-from .rollouts import HFEngine, Rollout, RolloutEngine, SamplingParams
-from .tokenization import tokenize_prompt_and_output
-
-
-def as_r1_zero(examples: list[dict]) -> list[dict]:
-    """Accept GSM8K records ({"question", "answer"}) or r1_zero ones ({"prompt", "ground_truth"})."""
-    out = []
-    for ex in examples:
-        if "prompt" in ex and "ground_truth" in ex:
-            out.append(ex)
-        else:
-            out.append(gsm8k_to_r1_zero(ex))
-    return out
+from ..gsm8k import as_r1_zero
+from ..logprobs import get_response_log_probs
+from ..masking import masked_mean
+from ..rewards import r1_zero_reward_fn
+from ..rollouts import HFEngine, Rollout, RolloutEngine, SamplingParams
+from ..tokenization import tokenize_prompt_and_output
+from .models import TemperatureScaled
 
 
 def _engine(engine_or_model, tokenizer, batch_size: int) -> RolloutEngine:
@@ -97,8 +87,6 @@ def evaluate(engine_or_model, tokenizer, examples: list[dict], max_tokens: int =
 def response_entropies(model, tokenizer, prompts: list[str], responses: list[str], batch_size: int = 64,
                        temperature: float = 1.0) -> list[float]:
     """Mean token entropy of each response under `model` (NaN for an empty response)."""
-    from .config import TemperatureScaled
-
     scored = TemperatureScaled(model, temperature) if temperature not in (0, 1.0) else model
     device = next(model.parameters()).device
     was_training = model.training

@@ -1,8 +1,8 @@
 """Command line of the reference trainings.
 
-    python -m course_lib.train sft  --config configs/sft_tiny.yaml  [key=value ...]
-    python -m course_lib.train grpo --config configs/grpo_tiny.yaml [key=value ...] [--resume]
-    python -m course_lib.train eval --config configs/eval_tiny.yaml model=runs/sft_tiny/model
+    python -m course_lib.training sft  --config configs/sft_tiny.yaml  [key=value ...]
+    python -m course_lib.training grpo --config configs/grpo_tiny.yaml [key=value ...] [--resume]
+    python -m course_lib.training eval --config configs/eval_tiny.yaml model=runs/sft_tiny/model
 
 Every config field can be overridden as `key=value` (YAML scalars: `lr=3e-4`, `n_examples=null`).
 A run writes into `output_dir` (default `runs/<config name>`): `config.json`, `metrics.jsonl`
@@ -18,13 +18,13 @@ import json
 import sys
 from pathlib import Path
 
+from ..gsm8k import DataFormatError
 from .checkpoint import NonFiniteLossError
 from .config import load_config
-from .gsm8k import DataFormatError
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_lib.train", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m course_lib.training", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["sft", "grpo", "eval"])
     parser.add_argument("--config", help="YAML file of config fields")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in output_dir")
@@ -65,10 +65,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_eval_command(cfg, progress: bool) -> int:
-    from .config import load_model_and_tokenizer, set_seed
+    from ..rollouts import make_engine
+    from .common import eval_examples_for
     from .evaluation import evaluate, log_generations
-    from .rollouts import make_engine
-    from .sft_trainer import eval_examples_for
+    from .models import load_model_and_tokenizer, set_seed
 
     set_seed(cfg.seed)
     model, tokenizer = load_model_and_tokenizer(cfg)

@@ -56,7 +56,7 @@ CHAT_TEMPLATE = (
 def training_corpus(seed: int = 0, n_problems: int = 6000, n_facts: int = 4000) -> list[str]:
     """Texts the BPE is trained on: r1_zero prompts and outputs, plain Q/A text, equations, chats."""
     from .arith_data import arithmetic_fact, generate_problem, plain_qa_text
-    from .gsm8k import gsm8k_to_r1_zero
+    from ..gsm8k import gsm8k_to_r1_zero
 
     rng = random.Random(seed + 7919)
     texts = []

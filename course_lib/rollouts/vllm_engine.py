@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from .rollouts import Rollout, SamplingParams, _cut_at_stop
+from .interface import Rollout, SamplingParams, cut_at_stop
 
 _ENV_DEFAULTS = {
     # Run the engine core in this process: weights can be loaded without serialization.
@@ -212,7 +212,7 @@ class VLLMEngine:
                 # tokenizer gives exactly HFEngine's text, also where a token ends inside a UTF-8
                 # character (vLLM's streaming detokenizer withholds such bytes, `decode` writes
                 # U+FFFD): the same ids then always give the same text in both engines.
-                text, _ = _cut_at_stop(self.tokenizer.decode(ids, skip_special_tokens=False), params.stop)
+                text, _ = cut_at_stop(self.tokenizer.decode(ids, skip_special_tokens=False), params.stop)
                 rollouts.append(Rollout(prompt=prompt, text=text, token_ids=ids, finish_reason=reason))
         return rollouts
 

@@ -1,88 +1,15 @@
-"""Rollouts: one interface, two engines (Hugging Face `generate`-style on CPU, vLLM for real runs).
+"""`HFEngine`: batched sampling with a Hugging Face causal LM on the policy module itself.
 
-A rollout engine turns prompts into sampled completions. The GRPO trainer and the evaluation
-only ever see `RolloutEngine`, so the engine is a configuration choice:
-
-- `HFEngine`: batched sampling with the policy module itself (left padding, a KV cache, one
-  forward per new token). It shares the policy's parameters, so it is always in sync and
-  `load_weights` has nothing to copy. The CPU default.
-- `VLLMEngine` (in `course_lib.vllm_engine`): the real engine, a separate copy of the weights
-  that `load_weights` refreshes after every optimizer step.
-
-Contract of `generate` (both engines keep it; a test checks greedy parity between them):
-- it returns `len(prompts) * params.n` rollouts, the `n` samples of each prompt consecutive
-  (a *group*, as GRPO's advantages expect);
-- `text` includes the stop string when generation stopped on one (the reward must see
-  "</answer>") and nothing after it; `finish_reason` is "stop" (stop string or end-of-text
-  token) or "length" (`max_tokens` reached);
-- `token_ids` are the generated ids, up to and including the one that completed the stop
-  string (never the end-of-text token itself);
-- temperature 0 means greedy decoding.
-
-Temperature matters beyond sampling: sampling at temperature T draws from softmax(logits / T),
-so every log-probability the trainer uses for that sample (old, new and reference policy) must
-be computed from logits / T too. See `course_lib.grpo_trainer`.
+Left padding, a KV cache, one forward per new token, finished rows dropped from the batch. It
+shares the policy's parameters, so it is always in sync and `load_weights` has nothing to copy.
+The CPU default; see `interface` for the contract it keeps.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
-
 import torch
 
-
-@dataclass
-class SamplingParams:
-    """How to sample. `n` samples per prompt; `seed` makes one call reproducible by itself."""
-
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 256
-    min_tokens: int = 0
-    stop: tuple[str, ...] = ("</answer>",)
-    n: int = 1
-    seed: int | None = None
-
-    def __post_init__(self):
-        self.stop = tuple(self.stop or ())
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.n < 1 or self.max_tokens < 1 or self.min_tokens < 0:
-            raise ValueError(f"need n >= 1, max_tokens >= 1, min_tokens >= 0; got {self}")
-
-
-@dataclass
-class Rollout:
-    """One sampled completion of `prompt`."""
-
-    prompt: str
-    text: str
-    token_ids: list[int]
-    finish_reason: str  # "stop" | "length"
-
-
-@runtime_checkable
-class RolloutEngine(Protocol):
-    def generate(self, prompts: list[str], params: SamplingParams) -> list[Rollout]:
-        """`len(prompts) * params.n` rollouts, grouped by prompt; see the module docstring."""
-        ...
-
-    def load_weights(self, model: torch.nn.Module) -> None:
-        """Make the engine sample from `model`'s current weights."""
-        ...
-
-
-def _cut_at_stop(text: str, stops: tuple[str, ...]) -> tuple[str, bool]:
-    """`text` up to and including the earliest stop string, and whether one was found."""
-    best = None
-    for s in stops:
-        i = text.find(s)
-        if i >= 0 and (best is None or i + len(s) < best):
-            best = i + len(s)
-    return (text, False) if best is None else (text[:best], True)
+from .interface import Rollout, SamplingParams, cut_at_stop
 
 
 class HFEngine:
@@ -190,7 +117,7 @@ class HFEngine:
             text = tok.decode(generated[i], skip_special_tokens=False)
             token_ids = generated[i]
             reason = finish[i] or "length"
-            cut, stopped = _cut_at_stop(text, params.stop)
+            cut, stopped = cut_at_stop(text, params.stop)
             if stopped:  # the last id completed the stop string; drop any text after it
                 reason = "stop"
                 text = cut
@@ -213,17 +140,3 @@ class HFEngine:
         # p_v (as vLLM samples); cheaper than torch.multinomial on CPU
         race = torch.empty_like(probs).exponential_(generator=gen)
         return (probs / race).argmax(dim=-1)
-
-
-def make_engine(name: str, model: torch.nn.Module, tokenizer, **kw) -> RolloutEngine:
-    """The rollout engine called `name`: "hf" (CPU default) or "vllm" (needs the vllm extra)."""
-    if name == "hf":
-        return HFEngine(model, tokenizer, **kw)
-    if name == "vllm":
-        from .vllm_engine import VLLMEngine  # imported lazily: vllm is an optional dependency
-
-        return VLLMEngine(model, tokenizer, **kw)
-    raise ValueError(f"unknown rollout engine {name!r}; expected 'hf' or 'vllm'")
-
-
-__all__ = ["HFEngine", "Rollout", "RolloutEngine", "SamplingParams", "make_engine"]

@@ -4,6 +4,9 @@
   `scripts/make_world.py base` on plain arithmetic text (`Question: ... Answer: ... #### N` and
   bare equations). It never saw the r1_zero tags, so, like a real base model, it knows some
   arithmetic but scores about 0 format reward zero-shot: SFT and then GRPO have work to do.
+- `qwen2-sft`: `qwen2-base` after the demo's SFT stage (128 worked solutions, 100 steps; made by
+  `scripts/make_world.py sft`): it answers in the r1_zero format, and about half of its answers
+  are right, so GRPO has groups of mixed rewards to learn from. The RL notebooks start here.
 - `gemma2-softcap`: a tiny Gemma 2 whose config sets `final_logit_softcapping` (the real Hugging
   Face field) and whose raw logits are large, so the cap changes the log-probabilities of sampled
   tokens by a clear margin: the softcap notebook has a real gap to show.
@@ -18,12 +21,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .paths import DATA_DIR
+from ..paths import DATA_DIR
 
 TINY_DIR = DATA_DIR / "tiny"
 TOKENIZER_DIR = DATA_DIR / "tokenizer"
 TINY_MODELS = {
     "qwen2-base": TINY_DIR / "qwen2-base",
+    "qwen2-sft": TINY_DIR / "qwen2-sft",
     "gemma2-softcap": TINY_DIR / "gemma2-softcap",
 }
 GEMMA2_SOFTCAP = 30.0

@@ -1,0 +1,14 @@
+"""The reference trainings an instructor runs: configuration, models, the two trainers, evaluation.
+
+- `config`: one dataclass per command (`SFTConfig`, `GRPOConfig`, `EvalConfig`), YAML + `key=value`;
+- `models`: loading the policy and tokenizer (device, dtype, attention backend), `set_seed`,
+  `TemperatureScaled`;
+- `common`: what both trainers share (optimizer and schedule, data order, evaluation, the
+  bookkeeping around each step, data parallelism);
+- `checkpoint`: checkpoints that resume exactly, and `metrics.jsonl`;
+- `sft_trainer.train_sft`, `grpo_trainer.train_grpo`: the two trainers, each a short loop around
+  its graded step (`course_lib.sft.sft_train_step`, `course_lib.grpo.grpo_train_step`);
+- `evaluation`: format and answer accuracy, and a report of generations;
+- `plots`: curves of a run; `cli`: `python -m course_lib.training sft|grpo|eval`;
+- `demo`: `make demo` (`python -m course_lib.training.demo`), base -> SFT -> GRPO on the tiny world.
+"""

@@ -1,0 +1,158 @@
+"""Run configurations (dataclasses) and YAML loading with `key=value` overrides.
+
+One dataclass per command: `SFTConfig`, `GRPOConfig`, `EvalConfig`. A YAML file sets any of
+their fields; `key=value` overrides on the command line are parsed as YAML scalars
+(`lr=3e-4`, `n_examples=null`, `filter_correct=true`). Unknown keys are errors, not silently
+ignored settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class ModelConfig:
+    model: str = "qwen2-base"  # a tiny model name, a saved folder (a checkpoint), or a hub id
+    tokenizer: str | None = None  # default: the model's own
+    device: str = "auto"  # "auto": cuda when present, else cpu
+    dtype: str = "auto"  # "auto": bfloat16 on GPU, float32 on CPU; or "float32", "bfloat16"
+    attn_implementation: str | None = None  # e.g. "flash_attention_2" on GPUs; None: the default
+    seed: int = 0
+    output_dir: str | None = None
+
+
+@dataclass
+class EvalSettings:
+    data: str = "arith"  # load_problems source: "arith", "gsm8k", or a folder of {split}.jsonl
+    eval_split: str = "test"
+    eval_examples: int | None = 1000  # first N of the split; None: all
+    eval_every: int = 0  # steps between evaluations during training; 0: only at the end
+    eval_max_tokens: int = 128
+    eval_batch_size: int = 256
+    engine: str = "hf"  # rollout engine: "hf" or "vllm"
+    engine_kwargs: dict = field(default_factory=dict)
+
+
+@dataclass
+class SFTConfig(ModelConfig, EvalSettings):
+    train_split: str = "train"
+    n_examples: int | None = None  # train on the first N examples (the data-size ablation)
+    filter_correct: bool = False  # keep only examples whose output the reward function grades correct
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.95)
+    warmup_steps: int = 10
+    min_lr_ratio: float = 0.1  # the cosine decays to lr * min_lr_ratio
+    steps: int | None = None  # optimizer steps; None: derived from epochs
+    epochs: float = 1.0
+    batch_size: int = 32  # examples per optimizer step
+    gradient_accumulation_steps: int = 1
+    max_grad_norm: float = 1.0
+    gradient_checkpointing: bool = False
+    checkpoint_every: int = 0  # 0: only at the end (when output_dir is set)
+    keep_checkpoints: int = 2
+
+
+@dataclass
+class GRPOConfig(ModelConfig, EvalSettings):
+    train_split: str = "train"
+    n_questions: int | None = None  # draw questions from the first N of the split; None: all
+    n_grpo_steps: int = 200
+    lr: float = 1e-5
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.95)
+    warmup_steps: int = 0
+    advantage_eps: float = 1e-6
+    rollout_batch_size: int = 256
+    group_size: int = 8
+    sampling_temperature: float = 1.0
+    sampling_top_p: float = 1.0
+    sampling_min_tokens: int = 4
+    sampling_max_tokens: int = 1024
+    stop: tuple[str, ...] = ("</answer>",)
+    epochs_per_rollout_batch: int = 1  # 1: on-policy; more: off-policy with stored old log-probs
+    train_batch_size: int = 256
+    gradient_accumulation_steps: int = 128
+    loss_type: str = "reinforce_with_baseline"  # no_baseline | reinforce_with_baseline | grpo_clip
+    use_std_normalization: bool = True
+    cliprange: float = 0.2
+    kl_coef: float = 0.0  # > 0: k3 KL penalty to the frozen starting policy
+    max_grad_norm: float = 1.0
+    gradient_checkpointing: bool = False
+    checkpoint_every: int = 0
+    keep_checkpoints: int = 2
+
+
+@dataclass
+class EvalConfig(ModelConfig, EvalSettings):
+    log_generations: int = 0  # write this many generations to generations.jsonl (0: none)
+    temperature: float = 0.0
+
+
+CONFIGS = {"sft": SFTConfig, "grpo": GRPOConfig, "eval": EvalConfig}
+
+
+def _coerce(value: Any, current: Any, name: str) -> Any:
+    if isinstance(current, tuple) and isinstance(value, list):
+        return tuple(value)
+    if isinstance(current, float) and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(current, float) and isinstance(value, str):  # YAML reads "1e-3" as a string
+        try:
+            return float(value)
+        except ValueError:
+            raise ValueError(f"config key {name!r} must be a number, got {value!r}") from None
+    return value
+
+
+def build_config(kind: str, values: dict | None = None):
+    """A config of kind "sft" | "grpo" | "eval" from a dict; unknown keys raise."""
+    cls = CONFIGS[kind]
+    cfg = cls()
+    names = {f.name for f in dataclasses.fields(cls)}
+    for key, value in (values or {}).items():
+        if key not in names:
+            raise ValueError(f"unknown {kind} config key {key!r}; known keys: {', '.join(sorted(names))}")
+        setattr(cfg, key, _coerce(value, getattr(cfg, key), key))
+    return cfg
+
+
+def parse_overrides(items: list[str]) -> dict:
+    import yaml
+
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"override {item!r} is not key=value")
+        key, raw = item.split("=", 1)
+        out[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+    return out
+
+
+def load_config(kind: str, path: str | os.PathLike | None = None, overrides: list[str] | dict | None = None):
+    """Read a YAML config (if given), apply overrides, and return the dataclass."""
+    import yaml
+
+    values: dict = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"config file {path} does not exist")
+        values = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(values, dict):
+            raise ValueError(f"{path}: a config must be a mapping of keys to values")
+    if isinstance(overrides, dict):
+        values.update(overrides)
+    elif overrides:
+        values.update(parse_overrides(list(overrides)))
+    return build_config(kind, values)
+
+
+def config_to_dict(cfg) -> dict:
+    d = dataclasses.asdict(cfg)
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}

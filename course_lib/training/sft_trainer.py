@@ -1,0 +1,158 @@
+"""Supervised fine-tuning on worked solutions in the r1_zero format, from the graded functions.
+
+    for each optimizer step:
+        sft_train_step(model, tokenizer, optimizer, next batch_size examples, k, ...)
+            # k micro-batches of: tokenize_fn -> log_probs_fn -> train_step_fn (backward inside);
+            # clip the gradient norm; AdamW step; cosine schedule with linear warmup
+
+The step is `course_lib.sft.sft_train_step` (graded in notebook 05), and its three functions are
+injectable (notebook 05 passes the student's own); they default to the course's reference
+implementations: there is no second copy of the loss here.
+
+Several GPUs: launched with `torchrun --nproc_per_node N -m course_lib.training sft ...`, each
+process holds the policy (DistributedDataParallel) and takes every N-th example of each batch;
+rank 0 logs, evaluates and saves.
+
+Simplifications, named: the batch is padded to its longest sequence (no packing); the data
+order is a seeded permutation per epoch, so a step number fixes the data position exactly
+(that is what makes `--resume` exact); on CPU the model runs in float32, on GPU in bfloat16.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable
+
+import torch
+
+from ..logprobs import get_response_log_probs
+from ..rewards import r1_zero_reward_fn
+from ..sft import sft_microbatch_train_step, sft_train_step
+from ..tokenization import tokenize_prompt_and_output
+from .checkpoint import restore_checkpoint
+from .common import (RunLog, TrainResult, all_reduce_mean, check_finite, checkpoint_saver, data_indices,
+                     distributed_context, eval_examples_for, load_records, make_optimizer, make_scheduler,
+                     resolve_config, run_eval)
+from .config import SFTConfig
+from .models import load_model_and_tokenizer, set_seed
+
+
+def sft_examples(cfg: SFTConfig, problems: list[dict] | None = None) -> list[dict]:
+    """The r1_zero training examples: the first `n_examples`, optionally only those graded correct."""
+    examples = load_records(cfg, cfg.train_split, problems, ("prompt", "output"), cfg.n_examples)
+    if cfg.filter_correct:
+        examples = [ex for ex in examples if r1_zero_reward_fn(ex["output"], ex["ground_truth"])["reward"] == 1.0]
+    if not examples:
+        raise ValueError("no SFT examples left (check n_examples and filter_correct)")
+    return examples
+
+
+def _check_batch(cfg: SFTConfig, world: int) -> None:
+    if cfg.batch_size % (cfg.gradient_accumulation_steps * world) != 0:
+        raise ValueError(f"batch_size ({cfg.batch_size}) must be divisible by gradient_accumulation_steps "
+                         f"({cfg.gradient_accumulation_steps})" + (f" x world size ({world})" if world > 1 else ""))
+
+
+def _policy(cfg: SFTConfig, model, tokenizer, world: int):
+    """(model, tokenizer, the module to run forward): loaded from the config when not given,
+    and wrapped in DistributedDataParallel under torchrun (each rank takes every world-th example)."""
+    if model is None:
+        model, tokenizer = load_model_and_tokenizer(cfg)
+    elif tokenizer is None:
+        raise ValueError("pass the tokenizer together with the model")
+    if world == 1:
+        return model, tokenizer, model
+    from torch.nn.parallel import DistributedDataParallel
+
+    device = next(model.parameters()).device
+    return model, tokenizer, DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+
+def _step_record(step: int, out: dict, lr: float, cfg: SFTConfig, world: int, t0: float) -> dict:
+    """One line of metrics.jsonl; under data parallelism, summed or averaged over the processes."""
+    loss, nll_sum, tokens = out["loss"], out["nll_sum"], out["response_tokens"]
+    if world > 1:
+        loss = all_reduce_mean(loss, world)
+        nll_sum, tokens = all_reduce_mean(nll_sum, world) * world, int(all_reduce_mean(tokens, world) * world)
+    return {"kind": "train", "step": step, "loss": loss, "nll_per_token": nll_sum / max(tokens, 1),
+            "grad_norm": out["grad_norm"], "lr": lr, "response_tokens": tokens,
+            "examples_seen": step * cfg.batch_size, "step_time": time.perf_counter() - t0}
+
+
+def train_sft(
+    config: SFTConfig | dict | None = None,
+    model: torch.nn.Module | None = None,
+    tokenizer=None,
+    train_data: list[dict] | None = None,
+    eval_data: list[dict] | None = None,
+    *,
+    tokenize_fn: Callable = tokenize_prompt_and_output,
+    log_probs_fn: Callable = get_response_log_probs,
+    train_step_fn: Callable = sft_microbatch_train_step,
+    resume: bool = False,
+    progress: bool = True,
+    on_step: Callable[[dict], None] | None = None,
+    **overrides,
+) -> TrainResult:
+    """Fine-tune `model` (or `config.model`) on worked solutions; returns metrics and the model.
+
+    Args:
+        config: an `SFTConfig` (or a dict of its fields); keyword overrides replace fields.
+        model, tokenizer: a policy to train in place; loaded from `config.model` when None.
+        train_data: GSM8K-style or r1_zero records; default: the config's data split.
+            `n_examples` and `filter_correct` apply to them.
+        eval_data: held-out records for evaluation (default: the first `eval_examples` of the
+            config's eval split); pass [] to skip evaluation.
+        tokenize_fn, log_probs_fn, train_step_fn: the graded functions, injectable.
+        resume: continue from the latest checkpoint in `output_dir`.
+        on_step: called with each step's metrics (e.g. a notebook's live plot).
+    """
+    cfg = resolve_config("sft", config, overrides)
+    _check_batch(cfg, 1)
+    rank, world = distributed_context(cfg)
+    _check_batch(cfg, world)
+    set_seed(cfg.seed)
+    model, tokenizer, forward_model = _policy(cfg, model, tokenizer, world)
+    main_process = rank == 0
+    examples = sft_examples(cfg, train_data)
+    if eval_data is None:
+        eval_data = eval_examples_for(cfg) if cfg.eval_examples != 0 else []
+    steps = cfg.steps if cfg.steps is not None else max(1, math.ceil(cfg.epochs * len(examples) / cfg.batch_size))
+    output_dir = cfg.output_dir if main_process else None
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    model.train()
+    optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay, cfg.betas)
+    scheduler = make_scheduler(optimizer, cfg.warmup_steps, steps, cfg.min_lr_ratio)
+    start_step = restore_checkpoint(cfg, resume, model, optimizer, scheduler)
+    run = RunLog("sft", cfg, steps, start_step, resume, output_dir, eval_data if main_process else [],
+                 progress and main_process, on_step)
+
+    def evaluate() -> dict:
+        model.eval()
+        res = run_eval(model, tokenizer, cfg, eval_data)
+        model.train()
+        return res
+
+    for step in range(start_step, steps):
+        t0 = time.perf_counter()
+        idx = data_indices(len(examples), cfg.seed, step * cfg.batch_size, cfg.batch_size)[rank::world]
+        lr = scheduler.get_last_lr()[0]
+        out = sft_train_step(forward_model, tokenizer, optimizer, [examples[i] for i in idx],
+                             cfg.gradient_accumulation_steps, cfg.max_grad_norm, scheduler,
+                             tokenize_fn, log_probs_fn, train_step_fn)
+        # the last good checkpoint is on disk: a non-finite step raises before the next one is saved
+        check_finite(out["loss"], "loss", step + 1, cfg.output_dir)
+        check_finite(out["grad_norm"], "gradient norm", step + 1, cfg.output_dir)
+        record = _step_record(step + 1, out, lr, cfg, world, t0)
+        run.end_step(step + 1, record, evaluate,
+                     checkpoint_saver(output_dir, step + 1, model, tokenizer, optimizer, scheduler, cfg, "sft",
+                                      (step + 1) * cfg.batch_size),
+                     loss=f"{record['loss']:.3f}", nll=f"{record['nll_per_token']:.3f}")
+    result = run.finish(model, tokenizer)
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
+    return result

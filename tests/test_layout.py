@@ -1,0 +1,115 @@
+"""The shape of `course_lib`: graded modules at the top, rooms for the rest, no cycles, short functions."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "course_lib"
+GRADED_MODULES = {"tokenization", "gsm8k", "logprobs", "masking", "sft", "grpo", "rewards", "kl"}
+UTILITIES = {"paths", "selfcheck"}
+ROOMS = {"training", "rollouts", "world"}
+MAX_FUNCTION_LINES = 80
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def course_modules() -> dict[str, Path]:
+    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The course_lib modules `name` imports (at module level or inside functions)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets = []
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                root = ".".join(base + ([node.module] if node.module else []))
+            else:
+                root = node.module or ""
+            targets = [root] + [f"{root}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        found |= {t for t in targets if t in modules and t != name}
+    return found
+
+
+def test_top_level_holds_graded_modules_and_rooms_only():
+    top = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__"}
+    rooms = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    assert top == GRADED_MODULES | UTILITIES, top ^ (GRADED_MODULES | UTILITIES)
+    assert rooms == ROOMS
+    for room in ROOMS:
+        doc = ast.get_docstring(ast.parse((PACKAGE / room / "__init__.py").read_text()))
+        assert doc and len(doc) > 100, f"course_lib/{room}/__init__.py must say what the room holds"
+
+
+def test_no_import_cycles():
+    modules = course_modules()
+    graph = {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+    def visit(node, stack, done):
+        for dep in graph[node]:
+            # a package importing its own submodules is how packages work, not a cycle
+            if dep.startswith(node + ".") and (PACKAGE.parent / Path(*node.split("."))).is_dir():
+                continue
+            assert dep not in stack, f"import cycle: {' -> '.join(stack[stack.index(dep):] + [dep])}"
+            if dep not in done:
+                visit(dep, stack + [dep], done)
+        done.add(node)
+
+    done: set[str] = set()
+    for name in graph:
+        visit(name, [name], done)
+
+
+def test_graded_modules_do_not_import_the_rooms():
+    """The graded references stand alone: a student's kit stubs them without the trainers."""
+    modules = course_modules()
+    for name in GRADED_MODULES:
+        deps = imports_of(f"course_lib.{name}", PACKAGE / f"{name}.py", modules)
+        rooms = {d for d in deps if d.split(".")[1] in ROOMS}
+        assert not rooms, f"course_lib.{name} imports {rooms}"
+
+
+def test_neither_trainer_imports_the_other():
+    modules = course_modules()
+    sft = imports_of("course_lib.training.sft_trainer", modules["course_lib.training.sft_trainer"], modules)
+    grpo = imports_of("course_lib.training.grpo_trainer", modules["course_lib.training.grpo_trainer"], modules)
+    assert "course_lib.training.grpo_trainer" not in sft
+    assert "course_lib.training.sft_trainer" not in grpo
+
+
+def test_no_function_is_longer_than_80_lines():
+    long = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} ({n} lines)")
+    assert not long, long
+
+
+@pytest.mark.parametrize("name, module", [("sft_train_step", "sft"), ("sft_microbatch_train_step", "sft"),
+                                          ("grpo_train_step", "grpo"), ("grpo_microbatch_train_step", "grpo")])
+def test_graded_steps_live_beside_their_micro_batch_steps(name, module):
+    import course_lib
+
+    assert getattr(course_lib, name).__module__ == f"course_lib.{module}"
+
+
+def test_every_module_imports():
+    for name in course_modules():
+        if name.endswith(("vllm_engine", "__main__")):  # vLLM is optional; __main__ runs the CLI
+            continue
+        importlib.import_module(name)
