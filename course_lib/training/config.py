@@ -34,7 +34,7 @@ class EvalSettings:
     eval_every: int = 0  # steps between evaluations during training; 0: only at the end
     eval_max_tokens: int = 128
     eval_batch_size: int = 256
-    engine: str = "hf"  # rollout engine: "hf" or "vllm"
+    engine: str = "fast"  # rollout engine: "fast" (Qwen2/Llama; else it falls back to "hf"), "hf" or "vllm"
     engine_kwargs: dict = field(default_factory=dict)
 
 

@@ -20,14 +20,15 @@ from ..gsm8k import as_r1_zero
 from ..logprobs import get_response_log_probs
 from ..masking import masked_mean
 from ..rewards import r1_zero_reward_fn
-from ..rollouts import HFEngine, Rollout, RolloutEngine, SamplingParams
+from ..rollouts import DEFAULT_ENGINE, Rollout, RolloutEngine, SamplingParams, make_engine
 from ..tokenization import tokenize_prompt_and_output
 from .models import TemperatureScaled
 
 
 def _engine(engine_or_model, tokenizer, batch_size: int) -> RolloutEngine:
+    """An engine as given, or a model wrapped in the default engine (`FastEngine` for Qwen2/Llama)."""
     if isinstance(engine_or_model, torch.nn.Module):
-        return HFEngine(engine_or_model, tokenizer, batch_size=batch_size)
+        return make_engine(DEFAULT_ENGINE, engine_or_model, tokenizer, batch_size=batch_size)
     return engine_or_model
 
 
@@ -58,7 +59,8 @@ def evaluate(engine_or_model, tokenizer, examples: list[dict], max_tokens: int =
     """Format and answer accuracy of one response per example, graded by `r1_zero_reward_fn`.
 
     Args:
-        engine_or_model: a `RolloutEngine`, or a model (wrapped in an `HFEngine`).
+        engine_or_model: a `RolloutEngine`, or a model (wrapped in the default engine, `FastEngine`
+            for Qwen2/Llama models and `HFEngine` for others).
         examples: GSM8K-style or r1_zero records.
         temperature: 0 (default) is greedy, the usual way to report accuracy.
     Returns:

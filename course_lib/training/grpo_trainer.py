@@ -95,14 +95,22 @@ class RolloutBatch:
 
 
 @torch.no_grad()
-def _score(model, tensors: dict, micro: int, log_probs_fn, temperature: float) -> torch.Tensor:
-    """(N, T) log-probs of the responses under `model` at `temperature`, a micro-batch at a time."""
+def _score(model, tensors: dict, micro: int, log_probs_fn, temperature: float,
+           rows: torch.Tensor | None = None) -> torch.Tensor:
+    """(N, T) log-probs of the responses under `model` at `temperature`, a micro-batch at a time.
+
+    Only `rows` (default: all) are scored, sorted by length so that each micro-batch is padded
+    to about its own length; the other rows stay 0."""
     scored = TemperatureScaled(model, temperature)
     out = torch.zeros_like(tensors["labels"], dtype=torch.float32)
-    for first in range(0, tensors["labels"].shape[0], micro):
-        mb = slice_micro_batch(tensors, slice(first, first + micro))
+    if rows is None:
+        rows = torch.arange(tensors["labels"].shape[0], device=tensors["labels"].device)
+    mask = tensors["response_mask"][rows]
+    rows = rows[(mask.shape[1] - mask.flip(-1).long().argmax(-1)).argsort(stable=True)]
+    for chunk in rows.split(micro):
+        mb = slice_micro_batch(tensors, chunk)
         lp = log_probs_fn(scored, mb["input_ids"], mb["labels"])["log_probs"].detach()
-        out[first:first + micro, : lp.shape[1]] = lp
+        out[chunk, : lp.shape[1]] = lp
     return out
 
 
@@ -136,7 +144,10 @@ def collect_rollouts(engine, model, tokenizer, questions: list[dict], cfg: GRPOC
     micro = cfg.train_batch_size // cfg.gradient_accumulation_steps
     temperature = cfg.sampling_temperature if cfg.sampling_temperature > 0 else 1.0
     if cfg.loss_type == "grpo_clip":  # the policy that sampled, before any update of this step
-        tensors["old_log_probs"] = _score(model, tensors, micro, log_probs_fn, temperature)
+        # without a KL term, rows of advantage exactly 0 are never scored by the update (see
+        # `grpo_train_step`): their old log-probs are not needed either
+        needed = (tensors["advantages"] != 0).nonzero().flatten() if cfg.kl_coef == 0 else None
+        tensors["old_log_probs"] = _score(model, tensors, micro, log_probs_fn, temperature, needed)
     if ref_model is not None:
         tensors["ref_log_probs"] = _score(ref_model, tensors, micro, log_probs_fn, temperature)
     return RolloutBatch(rollouts, tensors, reward_meta, seconds)
