@@ -177,8 +177,9 @@ def grpo_microbatch_train_step(
     return loss.detach(), metadata
 
 
-def slice_micro_batch(rollout_batch: dict[str, torch.Tensor], rows: slice) -> dict[str, torch.Tensor]:
-    """Rows `rows` of a rollout batch, cut after the last response token of those rows.
+def slice_micro_batch(rollout_batch: dict[str, torch.Tensor], rows: slice | torch.Tensor) -> dict[str, torch.Tensor]:
+    """Rows `rows` (a slice or a tensor of row indices) of a rollout batch, cut after the last
+    response token of those rows.
 
     The columns cut hold only padding and prompt tokens after every response token of these
     rows: with a causal model and right padding they change no log-prob that the loss reads,
@@ -202,6 +203,30 @@ def _check_rollout_batch(n: int, train_batch_size: int, k: int, kl_coef: float, 
         raise ValueError("kl_coef > 0 needs rollout_batch['ref_log_probs']")
 
 
+def micro_batch_rows(rollout_batch: dict[str, torch.Tensor], first: int, train_batch_size: int, micro: int,
+                     weight_key: str | None = None) -> list[torch.Tensor]:
+    """Row indices of the micro-batches of the train batch of rows first .. first+train_batch_size-1.
+
+    weight_key None: consecutive runs of `micro` rows (k = train_batch_size / micro of them).
+    weight_key "advantages" or "raw_rewards" (the weight of each row's log-prob in the loss):
+    the rows whose weight is exactly 0 are left out, since their per-token loss is exactly 0
+    (-0 * log pi for the REINFORCE losses, -min(ratio * 0, clip(ratio) * 0) for grpo_clip) and
+    so is its gradient; the rest are sorted by length (prompt + response) and cut into
+    ceil(kept / micro) micro-batches of near-equal size, so that each is padded only to about
+    its own longest row. May return no micro-batch at all.
+    """
+    rows = torch.arange(first, first + train_batch_size, device=rollout_batch["advantages"].device)
+    if weight_key is None:
+        return list(rows.split(micro))
+    rows = rows[rollout_batch[weight_key][rows] != 0]
+    if len(rows) == 0:
+        return []
+    mask = rollout_batch["response_mask"][rows]
+    length = mask.shape[1] - mask.flip(-1).long().argmax(-1)  # one past the last response token
+    rows = rows[length.argsort(stable=True)]
+    return list(rows.tensor_split(-(-len(rows) // micro)))
+
+
 def grpo_train_step(
     policy: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -216,6 +241,7 @@ def grpo_train_step(
     scheduler=None,
     log_probs_fn=get_response_log_probs,
     train_step_fn=grpo_microbatch_train_step,
+    skip_zero_weight: bool = True,
 ) -> dict[str, list[float]]:
     """All the policy updates of one rollout batch: epochs x optimizer steps x micro-batches.
 
@@ -227,6 +253,18 @@ def grpo_train_step(
                     train_step_fn(log_probs, mask, k, loss_type, raw_rewards, advantages,
                                   old_log_probs, cliprange)            # backward inside
                 clip the gradient norm to max_grad_norm; optimizer.step(); scheduler.step(); zero grads
+
+    Each row's loss weighs 1 / train_batch_size in its optimizer step (a mean over the micro-batch,
+    divided by k). A row whose weight A (raw reward for "no_baseline", advantage otherwise) is
+    exactly 0 has a per-token loss of exactly 0 and so a gradient of exactly 0, for every loss
+    type; GRPO gives a whole group A = 0 when its rewards are all equal (often half the groups).
+    So with `skip_zero_weight` and no KL term (whose gradient every row has), those rows are not
+    scored at all: the kept rows are sorted by length and cut into micro-batches of at most
+    train_batch_size / k rows (`micro_batch_rows`), and each micro-batch of m rows is passed
+    gradient_accumulation_steps = train_batch_size / m, which keeps every row's weight at
+    1 / train_batch_size. The gradient is the same as without skipping, up to float rounding.
+    A train batch with nothing kept still steps the optimizer, on zero gradients (as it would
+    without skipping: AdamW's momentum and weight decay move the weights even then).
 
     Args:
         policy: the model being trained; it must score at the sampling temperature (the trainer
@@ -242,38 +280,50 @@ def grpo_train_step(
         kl_coef: weight of the k3 KL penalty to the reference policy (0: none).
         scheduler: stepped once after each optimizer step when given.
         log_probs_fn, train_step_fn: your functions of notebooks 03 and 07.
+        skip_zero_weight: leave out rows of weight exactly 0 when kl_coef == 0 (see above).
 
     Returns:
         {"loss": [per optimizer step: the sum of its micro-batch losses, KL term included],
          "grad_norm": [per optimizer step: the norm before clipping],
-         "token_entropy": [per micro-batch: mean entropy over response tokens],
-         "clip_fraction": [per micro-batch, grpo_clip only], "kl": [per micro-batch, kl_coef > 0 only]}
+         "token_entropy": [per micro-batch scored: mean entropy over its response tokens],
+         "clip_fraction": [per micro-batch scored, grpo_clip only], "kl": [per micro-batch, kl_coef > 0 only]}
+        With skipping, the micro-batches scored hold only rows of non-zero weight, so
+        "token_entropy" and "clip_fraction" describe the rows that carry signal.
     """
     n, k = rollout_batch["advantages"].shape[0], gradient_accumulation_steps
     _check_rollout_batch(n, train_batch_size, k, kl_coef, rollout_batch)
     micro = train_batch_size // k
+    weight_key = None
+    if skip_zero_weight and kl_coef == 0:
+        weight_key = "raw_rewards" if loss_type == "no_baseline" else "advantages"
     out: dict[str, list[float]] = {"loss": [], "grad_norm": [], "token_entropy": [], "clip_fraction": [], "kl": []}
     for _epoch in range(epochs_per_rollout_batch):
         for step in range(n // train_batch_size):
             step_loss = 0.0
-            for j in range(k):
-                first = (step * k + j) * micro
-                mb = slice_micro_batch(rollout_batch, slice(first, first + micro))
+            batches = micro_batch_rows(rollout_batch, step * train_batch_size, train_batch_size, micro, weight_key)
+            for rows in batches:
+                mb = slice_micro_batch(rollout_batch, rows)
+                # k when no row is skipped; in general each row weighs 1 / train_batch_size
+                accumulation = train_batch_size // len(rows) if train_batch_size % len(rows) == 0 else train_batch_size / len(rows)
                 scored = log_probs_fn(policy, mb["input_ids"], mb["labels"], return_token_entropy=True)
                 log_probs, mask = scored["log_probs"], mb["response_mask"]
                 if scored.get("token_entropy") is not None:
                     out["token_entropy"].append(float(masked_mean(scored["token_entropy"], mask)))
                 if kl_coef > 0:
                     kl = masked_mean(kl_k3(log_probs, mb["ref_log_probs"]), mask, dim=-1).mean()
-                    (kl_coef * kl / k).backward(retain_graph=True)  # the policy-gradient loss backprops next
+                    (kl_coef * kl / accumulation).backward(retain_graph=True)  # the policy-gradient loss backprops next
                     out["kl"].append(float(kl.detach()))
-                    step_loss += float(kl_coef * kl.detach() / k)
-                loss, meta = train_step_fn(log_probs, mask, k, loss_type, raw_rewards=mb["raw_rewards"],
+                    step_loss += float(kl_coef * kl.detach() / accumulation)
+                loss, meta = train_step_fn(log_probs, mask, accumulation, loss_type, raw_rewards=mb["raw_rewards"],
                                            advantages=mb["advantages"], old_log_probs=mb.get("old_log_probs"),
                                            cliprange=cliprange)
                 step_loss += float(loss)
                 if "clip_fraction" in meta:
                     out["clip_fraction"].append(float(meta["clip_fraction"]))
+            if not batches:  # every row skipped: the gradient is exactly 0, and the optimizer still steps on it
+                for p in policy.parameters():
+                    if p.requires_grad:
+                        p.grad = torch.zeros_like(p)
             out["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)))
             optimizer.step()
             if scheduler is not None:
