@@ -82,12 +82,9 @@ def mark_solution_bodies(source: str) -> str:
             indent = re.match(r"\s*", lines[first]).group(0)
             regions.append((first, last, indent))
     # innermost-last insertion would break outer line numbers: insert bottom-up, skip nested
-    regions.sort(reverse=True)
-    kept = []
-    for first, last, indent in regions:
-        if any(f <= first and last <= l for f, l, _ in kept):
-            continue
-        kept.append((first, last, indent))
+    # (a function nested in another one's body is inside that body's region already)
+    kept = [r for r in regions if not any(o[0] <= r[0] and r[1] <= o[1] and o[:2] != r[:2] for o in regions)]
+    kept.sort(reverse=True)
     for first, last, indent in kept:
         lines[last:last] = [f"{indent}### END SOLUTION"]
         lines[first:first] = [f"{indent}### BEGIN SOLUTION"]
