@@ -32,8 +32,21 @@ def compute_group_normalized_rewards(
     with torch's default, unbiased std. A group whose rewards are all equal carries no signal
     and gets advantage exactly 0, never NaN (also for group_size 1 and eps 0).
 
+    Args:
+        reward_fn: reward_fn(response, ground_truth) -> dict; the reward is its "reward" entry
+            (r1_zero_reward_fn also gives "format_reward" and "answer_reward").
+        rollout_responses: N = n_questions * group_size responses, the group_size answers to
+            each question consecutive.
+        repeated_ground_truths: N ground truths, one per response (each repeated group_size times).
+        group_size: G, answers per question; N must be a multiple of it.
+        advantage_eps: eps >= 0, added to the std.
+        normalize_by_std: divide by (std + eps) (GRPO) or not (Dr. GRPO).
+
     Returns:
-        advantages (N,), raw_rewards (N,), and metadata of batch statistics (floats).
+        advantages (N,) float32, raw_rewards (N,) float32 (the "reward" of each response, in input
+        order), and metadata: batch statistics as floats (mean, std, max and min reward, format
+        and answer reward, and "zero_std_group_fraction", the share of groups whose rewards are
+        all equal).
     """
     n = len(rollout_responses)
     if len(repeated_ground_truths) != n:
@@ -81,7 +94,7 @@ def compute_naive_policy_gradient_loss(
     """REINFORCE's per-token loss: -A * log pi(o_t).
 
     Args:
-        raw_rewards_or_advantages: (B, 1), one scalar per response.
+        raw_rewards_or_advantages: (B, 1), one scalar per response (a (B,) tensor is read as (B, 1)).
         policy_log_probs: (B, T).
     Returns:
         (B, T) per-token loss; its gradient is -A * grad log pi.
@@ -101,7 +114,8 @@ def compute_grpo_clip_loss(
         loss  = -min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A)
 
     Args:
-        advantages: (B, 1); policy_log_probs, old_log_probs: (B, T); cliprange: eps.
+        advantages: (B, 1) (a (B,) tensor is read as (B, 1)); policy_log_probs, old_log_probs:
+            (B, T); cliprange: eps.
     Returns:
         (B, T) loss, and {"clipped": (B, T) bool, True where the clipped term is strictly the
         smaller one (there the gradient is 0), "ratio": (B, T) detached}.
@@ -127,6 +141,10 @@ def compute_policy_gradient_loss(
     - "no_baseline": -raw_rewards * log pi           (needs raw_rewards (B, 1))
     - "reinforce_with_baseline": -advantages * log pi (needs advantages (B, 1))
     - "grpo_clip": clipped surrogate                 (needs advantages, old_log_probs, cliprange)
+
+    Arguments the loss does not need are ignored. Raises ValueError for any other loss_type and
+    when an argument the loss needs is None. Metadata: {} for the first two, the clip loss's for
+    "grpo_clip".
     """
 
     def need(**args):
@@ -164,7 +182,8 @@ def grpo_microbatch_train_step(
     micro-batches per optimizer step.
     Returns:
         (loss, metadata): the scaled scalar loss that was backpropagated, and the loss's
-        metadata (for grpo_clip: "clipped", "ratio") plus "clip_fraction" over response tokens.
+        metadata (for grpo_clip: "clipped", "ratio") plus, for grpo_clip, "clip_fraction": the
+        fraction of response tokens (mask 1) whose clipped term is the smaller one.
     """
     per_token, metadata = compute_policy_gradient_loss(
         policy_log_probs, loss_type, raw_rewards, advantages, old_log_probs, cliprange
