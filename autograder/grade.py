@@ -1,21 +1,29 @@
-"""Grade a folder of submissions: sandboxed, in parallel, with time and memory limits.
+"""Grade a folder of submissions: sandboxed, in parallel, with time, memory, output and process limits.
 
     python -m autograder.grade ASSIGNMENT [--course DIR] [--jobs N] [--timeout S] [--memory-gb G]
 
 Submissions are read from nbgrader's layout, DIR/submitted/<student>/<ASSIGNMENT>/*.ipynb.
 For each student, `nbgrader autograde` runs in a private temporary course folder (the
-assignment's gradebook entries, its source notebooks and that one submission) inside a
+assignment's gradebook entries and that one submission; no source notebooks) inside a
 bubblewrap sandbox: read-only file system, private /tmp, no network, the hidden cases, the
-course folder (other submissions, grades) and the other students' folders invisible, a
-wall-clock limit on the whole run (the process tree is killed) and an address-space limit on
-every process. The hidden-test cells reach a judge server that runs *outside* the sandbox
-(`autograder.judge`): it alone holds the expected values, and its verdicts are what count for
-those cells, whatever the kernel reports.
+course folder (other submissions, grades) and the other students' folders invisible, and the
+repository masked except for its Python environment, `autograder/`, `data/`, `configs/` and a
+stubbed `course_lib` in which every graded name of ASSIGNMENT and later raises
+NotImplementedError (`autograder.stubs`): the submission can neither import nor read a reference
+body of an open assignment. Limits: wall-clock time on the whole run (the process tree is
+killed), address space per process, size of every file written (the log included), number of
+processes. The hidden-test cells reach a judge server that runs *outside* the sandbox
+(`autograder.judge`): it alone holds the expected values, and its verdicts are what count: a
+graded cell earns its points only when nbgrader saw it pass *and* every suite it calls passed
+in the judge.
 
 Results: DIR/autograded/<student>/<ASSIGNMENT>/ (the executed notebooks), DIR/grades/<ASSIGNMENT>.csv
-and .json (one row per student: status, score, max score, per-cell scores, notes). A student's
-status is one of: ok, timeout, crashed (the kernel died or nbgrader could not grade the
-notebook), no notebook. One bad submission never stops the others.
+and .json (one row per student: status, score, max score, per-cell scores, notes, seconds). A
+student's status is one of: ok; timeout; output flood (a file or the log reached the output
+limit); too many processes (the process limit was reached); out of memory (a MemoryError, or
+the kernel died at the memory limit); crashed (the kernel died or nbgrader could not grade the
+notebook); no notebook. One bad submission never stops the others. Without bubblewrap every row
+notes that it was graded unsandboxed.
 """
 
 from __future__ import annotations
@@ -34,10 +42,12 @@ from pathlib import Path
 
 import nbformat
 
+from .assignments import assignments as lesson_assignments
 from .engine import HIDDEN_DIR, suite_names
-from .judge import JudgeServer, ensure_cases
+from .judge import UNSANDBOXED, JudgeServer, ensure_cases
 from .release import CONFIG, SOLUTIONS, prepare_course, tool_env
-from .sandbox import run_limited, sandbox_available, sandboxed
+from .sandbox import OUTPUT_LIMIT, run_limited, sandbox_available, sandboxed, unsandboxed_env
+from .stubs import stub_tree
 
 HIDDEN_CALL = re.compile(r"check_hidden\(\s*[\"'](\w+)[\"']")
 
@@ -65,8 +75,9 @@ def read_scores(work: Path, assignment: str, student: str) -> list[dict] | None:
             rows = []
             for nb in submission.notebooks:
                 for grade in nb.grades:
+                    # the autograder's score only: a manual score here could only come from the submission
                     rows.append({"notebook": nb.name, "cell": grade.name,
-                                 "score": float(grade.score or 0.0), "max_score": float(grade.max_score or 0.0)})
+                                 "score": float(grade.auto_score or 0.0), "max_score": float(grade.max_score or 0.0)})
             return rows
     except MissingEntry:
         return None
@@ -83,11 +94,45 @@ def max_scores(base: Path, assignment: str) -> list[dict]:
                 for nb in a.notebooks for cell in nb.grade_cells]
 
 
+def kernel_course_lib(assignment: str) -> Path:
+    """The stubbed course_lib a submission of `assignment` runs with: the graded names of the
+    assignment and later are stubs (all graded names for an assignment no lesson defines)."""
+    return stub_tree(assignment if assignment in lesson_assignments() else None) / "course_lib"
+
+
+def outcome(rc: int | None, hit: frozenset, log: str, scores, work: Path, timeout: float) -> tuple[str, list[str]]:
+    """The status of one graded submission and the notes that explain it."""
+    errors = set()  # the exception names of the executed notebook's error outputs
+    for path in (work / "autograded").rglob("*.ipynb") if (work / "autograded").is_dir() else []:
+        try:
+            nb = nbformat.read(path, as_version=4)
+        except Exception:  # noqa: BLE001 - whatever the submission left there
+            continue
+        errors |= {o.get("ename", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+                   if o.get("output_type") == "error"}
+    if rc is None:
+        return "timeout", [f"stopped after {timeout:.0f} s (an endless loop or a very slow cell?)"]
+    if "output" in hit:
+        return "output flood", [f"the output reached the limit of {OUTPUT_LIMIT // 2**20} MiB per file; the run was stopped"]
+    if "processes" in hit:
+        return "too many processes", ["the submission reached the process limit (a fork bomb?)"]
+    if "MemoryError" in errors or "MemoryError" in log:
+        return "out of memory", ["a cell ran out of memory (the limit is per process)"]
+    if scores is None:
+        return "crashed", [f"nbgrader autograde exited with status {rc} without recording grades"]
+    if "DeadKernelError" in log or "Removing failed assignment" in log:
+        return "crashed", ["the kernel died or the notebook could not be graded (see the log)"]
+    if rc != 0 or "[AutogradeApp | ERROR]" in log:
+        return "ok", ["errors while autograding (see the autograded notebook)"]
+    return "ok", []
+
+
 def grade_one(student: str, index: int, submission: Path, assignment: str, base: Path, tmp_root: Path,
               course: Path, gates: dict, cells: list[dict], timeout: float, memory_bytes: int) -> dict:
     started = time.time()
     work = tmp_root / f"s{index}"
-    shutil.copytree(base, work, ignore=shutil.ignore_patterns("release", "submitted", "autograded"))
+    # no source/: the solution notebooks stay out of the submission's reach (autograde does not need them)
+    shutil.copytree(base, work, ignore=shutil.ignore_patterns("source", "release", "submitted", "autograded"))
     target = work / "submitted" / student / assignment
     shutil.copytree(submission, target, symlinks=False, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     (work / "home").mkdir()
@@ -96,34 +141,30 @@ def grade_one(student: str, index: int, submission: Path, assignment: str, base:
     sock_dir.mkdir()
     row = {"student": student, "status": "ok", "score": 0.0, "max_score": sum(c["max_score"] for c in cells),
            "cells": {}, "notes": []}
+    if not sandbox_available():
+        row["notes"].append(UNSANDBOXED)
     if not any(target.glob("*.ipynb")):
         row["status"] = "no notebook"
         row["cells"] = {f"{c['notebook']}:{c['cell']}": 0.0 for c in cells}
         return row
     hide = [HIDDEN_DIR, course.resolve(), tmp_root]
-    with JudgeServer(sock_dir / "judge.sock", hide=hide) as judge:
+    stub = kernel_course_lib(assignment)
+    with JudgeServer(sock_dir / "judge.sock", hide=hide, assignment=assignment) as judge:
         cmd = sandboxed([sys.executable, "-m", "nbgrader", "autograde", assignment, "--student", student,
                          f"--CourseDirectory.root={work}"],
-                        hide=hide, writable=[work], binds=[sock_dir])
+                        hide=hide, writable=[work], binds=[sock_dir], course_lib=stub)
         env = {k: v for k, v in tool_env().items() if not k.startswith(("AUTOGRADER_", "JUPYTER_"))}
         env.update({"AUTOGRADER_JUDGE_SOCKET": str(sock_dir / "judge.sock"), "HOME": str(work / "home"),
                     "HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1"})
-        rc, out, err = run_limited(cmd, timeout=timeout, memory_bytes=memory_bytes, cwd=work, env=env)
+        env = unsandboxed_env(env, stub)
+        result = run_limited(cmd, timeout=timeout, memory_bytes=memory_bytes, cwd=work, env=env,
+                             stdout_path=work / "autograde.log", stderr="stdout")
         verdicts = {k: list(v) for k, v in judge.verdicts.items()}
-    log = (out + err).decode(errors="replace")
-    (work / "autograde.log").write_text(log, encoding="utf-8")
+    rc = result.returncode
+    log = result.stdout.decode(errors="replace")
     scores = read_scores(work, assignment, student) if rc is not None else None
-    if rc is None:
-        row["status"] = "timeout"
-        row["notes"].append(f"stopped after {timeout:.0f} s (an endless loop or a very slow cell?)")
-    elif scores is None:
-        row["status"] = "crashed"
-        row["notes"].append(f"nbgrader autograde exited with status {rc} without recording grades")
-    elif "DeadKernelError" in log or "Removing failed assignment" in log:
-        row["status"] = "crashed"
-        row["notes"].append("the kernel died or the notebook could not be graded (see the log)")
-    elif rc != 0 or "[AutogradeApp | ERROR]" in log:
-        row["notes"].append("errors while autograding (see the autograded notebook)")
+    row["status"], notes = outcome(rc, result.hit, log, scores, work, timeout)
+    row["notes"] += notes
     by_cell = {(s["notebook"], s["cell"]): s["score"] for s in scores or []}
     for cell in cells:
         key = (cell["notebook"], cell["cell"])
@@ -161,6 +202,7 @@ def grade(assignment: str, course: Path, jobs: int = 2, timeout: float = 600.0, 
         raise SystemExit(f"hidden-test cells call suites that do not exist: {', '.join(unknown)}")
     for name in needed:  # missing or stale case files are (re)generated with a fresh secret seed
         ensure_cases(name)
+    kernel_course_lib(assignment)  # build the stubbed copy once, before the parallel jobs
     with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
         tmp_root = Path(tmp)
         base = tmp_root / "base"
@@ -201,8 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, default=None, help="source notebooks folder (default: solutions/)")
     args = parser.parse_args(argv)
     if not sandbox_available():
-        print("warning: bubblewrap (bwrap) not found or AUTOGRADER_SANDBOX=0: submissions run without the sandbox "
-              "(time and memory limits still apply); install it with `apt-get install bubblewrap`", file=sys.stderr)
+        print("warning: bubblewrap (bwrap) not found or AUTOGRADER_SANDBOX=0: submissions run UNSANDBOXED (time, "
+              "memory, output and process limits still apply, the stubbed course_lib is only first on PYTHONPATH and "
+              "the repository is readable); install it with `apt-get install bubblewrap`", file=sys.stderr)
     rows = grade(args.assignment, args.course, args.jobs, args.timeout, args.memory_gb, args.source)
     width = max([len(r["student"]) for r in rows] + [7])
     print(f"{'student':<{width}}  {'status':<11}  score")

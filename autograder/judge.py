@@ -6,6 +6,13 @@ runner's outputs back with `torch.load(weights_only=True)` (so a hostile runner 
 here), compares them with the expected outputs and returns a report that names each case and
 the size of its error, never an expected value.
 
+The runner runs where the references of the open assignments cannot be imported at all: its
+`course_lib` is a stubbed copy (`autograder.stubs`) for the suite's assignment (the graded
+names of that assignment and later raise NotImplementedError), bound over the repository's by
+the sandbox, which also masks the rest of the repository (`autograder.sandbox`). So importing,
+reloading or copying the library earns nothing. Without bubblewrap the copy goes first on
+PYTHONPATH and the report says the run is unsandboxed.
+
 It is reached in one of two ways, neither of which lets student code see expected values:
 - `python -m autograder.judge NAME` (fn bytes on stdin, JSON report on stdout): a fresh process
   the notebook kernel starts; used when a solution notebook runs outside the grading command.
@@ -25,12 +32,16 @@ import sys
 import threading
 from pathlib import Path
 
-from .engine import HIDDEN_DIR, compare, load_cases, load_suite, suite_settings
-from .sandbox import run_limited, sandboxed
+from .engine import HIDDEN_DIR, SUITES, compare, load_cases, load_suite, suite_settings
+from .sandbox import run_limited, sandbox_available, sandboxed, unsandboxed_env
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RUNNER_MEMORY = int(float(os.environ.get("AUTOGRADER_RUNNER_MEMORY_GB", "6")) * 2**30)
+RUNNER_PROCESSES = 256
+RUNNER_OUTPUT = 256 * 2**20  # bytes of results a runner may write (outputs of every case, e.g. gradients)
 MAX_REQUEST = 64 * 2**20
+UNSANDBOXED = ("unsandboxed: bubblewrap is not in use (AUTOGRADER_SANDBOX=0 or not installed), so the stubbed "
+               "course_lib is only first on PYTHONPATH and the repository is readable")
 
 
 def ensure_cases(name: str, hidden_dir: Path | None = None) -> None:
@@ -49,36 +60,68 @@ def ensure_cases(name: str, hidden_dir: Path | None = None) -> None:
     make_cases([name], out=hidden_dir)
 
 
-def judge(name: str, fn_bytes: bytes, hidden_dir: Path | None = None, hide: list[Path] = ()) -> dict:
-    import torch
+def stubbed_course_lib(name: str, assignment: str | None = None) -> Path:
+    """The stubbed `course_lib` a runner of suite `name` gets: every graded name of the suite's
+    assignment and later is a stub (of `assignment` and later when that is earlier: the
+    assignment being graded). A suite whose function no lesson grades yet stubs every graded
+    name, its own function and its tripwire."""
+    import course_lib
+
+    from .assignments import Graded, assignment_of
+    from .stubs import stub_tree
 
     suite = load_suite(name)
-    settings = suite_settings(suite)
-    data = load_cases(name, hidden_dir)
+    own = assignment_of(suite.GRADED)
+    extra = []
+    if own is None:
+        for n in {suite.GRADED, *suite_settings(suite)["tripwire"]}:
+            obj = getattr(course_lib, n, None)
+            if obj is not None and hasattr(obj, "__module__"):
+                extra.append(Graded("", obj.__module__, n))
+    target = min(a for a in (own, assignment) if a) if (own or assignment) else None
+    return stub_tree(target, extra) / "course_lib"
+
+
+def run_cases(name: str, fn_bytes: bytes, cases: list[dict], settings: dict, *, package: str = SUITES,
+              course_lib: Path | None = None, hide: list[Path] = (), sandbox: bool = True,
+              root: Path = REPO_ROOT) -> dict:
+    """Run the student's function on `cases` (dicts with name, inputs, expected) in a fresh runner
+    process and compare; the report holds case names and error sizes only."""
+    import torch
+
     payload = {
-        "suite": name, "fn": fn_bytes, "tripwire": settings["tripwire"],
-        "cases": [{"name": c["name"], "inputs": c["inputs"]} for c in data["cases"]],
+        "suite": name, "fn": fn_bytes, "tripwire": settings["tripwire"], "package": package,
+        "cases": [{"name": c["name"], "inputs": c["inputs"]} for c in cases],
     }
     buffer = io.BytesIO()
     torch.save(payload, buffer)
-    hidden = Path(hidden_dir or HIDDEN_DIR)
-    cmd = sandboxed([sys.executable, "-m", "autograder.runner"], hide=[hidden, *hide])
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOGRADER_")}
-    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
     env["HF_HUB_OFFLINE"] = "1"
-    rc, out, err = run_limited(cmd, input=buffer.getvalue(), timeout=settings["timeout"],
-                               memory_bytes=RUNNER_MEMORY, cwd=REPO_ROOT, env=env)
+    cmd = [sys.executable, "-m", "autograder.runner"]
     report = {"name": name, "cases": [], "passed": False}
-    if rc is None:
+    if sandbox:
+        cmd = sandboxed(cmd, hide=list(hide), course_lib=course_lib)
+        env = unsandboxed_env(env, course_lib)
+        if not sandbox_available():
+            report["unsandboxed"] = True
+    result = run_limited(cmd, input=buffer.getvalue(), timeout=settings["timeout"], memory_bytes=RUNNER_MEMORY,
+                         cwd=root, env=env, stderr="discard", max_processes=RUNNER_PROCESSES,
+                         file_bytes=RUNNER_OUTPUT)
+    if result.returncode is None:
         report["problem"] = f"timed out after {settings['timeout']:.0f} s on the hidden cases"
         return report
+    if "output" in result.hit:
+        report["problem"] = "the fresh process running the function wrote more than the output limit"
+        return report
     try:
-        results = torch.load(io.BytesIO(out), weights_only=True)["results"]
+        results = torch.load(io.BytesIO(result.stdout), weights_only=True)["results"]
         by_name = {r["name"]: r for r in results}
     except Exception:  # noqa: BLE001 - a crashed or hostile runner
-        report["problem"] = f"the fresh process running the function crashed (exit status {rc})"
+        why = "; it started too many processes" if "processes" in result.hit else ""
+        report["problem"] = f"the fresh process running the function crashed (exit status {result.returncode}){why}"
         return report
-    for case in data["cases"]:
+    for case in cases:
         got = by_name.get(case["name"])
         if got is None:
             problems = ["no result"]
@@ -94,10 +137,23 @@ def judge(name: str, fn_bytes: bytes, hidden_dir: Path | None = None, hide: list
     return report
 
 
+def judge(name: str, fn_bytes: bytes, hidden_dir: Path | None = None, hide: list[Path] = (),
+          assignment: str | None = None) -> dict:
+    """Run the student's function on the hidden cases of suite `name`; the report (see run_cases)."""
+    suite = load_suite(name)
+    settings = suite_settings(suite)
+    data = load_cases(name, hidden_dir)
+    hidden = Path(hidden_dir or HIDDEN_DIR)
+    return run_cases(name, fn_bytes, data["cases"], settings, course_lib=stubbed_course_lib(name, assignment),
+                     hide=[hidden, *hide])
+
+
 def format_report(report: dict) -> str:
     cases = report["cases"]
     n_ok = sum(c["ok"] for c in cases)
-    lines = [f"{report['name']}: {n_ok}/{len(cases)} hidden cases passed"]
+    lines = [f"{report['name']}: {n_ok}/{len(cases)} {report.get('kind', 'hidden')} cases passed"]
+    if report.get("unsandboxed"):
+        lines.append(f"  ({UNSANDBOXED})")
     if report.get("problem"):
         lines.append(f"  {report['problem']}")
     for c in cases:
@@ -133,7 +189,8 @@ def recv_message(sock) -> tuple[dict, bytes]:
 class JudgeServer:
     """A judge on a unix socket; `verdicts` maps a suite name to the list of its pass/fail results."""
 
-    def __init__(self, socket_path: Path, hidden_dir: Path | None = None, hide: list[Path] = ()):
+    def __init__(self, socket_path: Path, hidden_dir: Path | None = None, hide: list[Path] = (),
+                 assignment: str | None = None):
         self.socket_path = Path(socket_path)
         self.verdicts: dict[str, list[bool]] = {}
         self.lock = threading.Lock()
@@ -144,7 +201,7 @@ class JudgeServer:
                 try:
                     header, body = recv_message(self.request)
                     name = str(header.get("name"))
-                    report = judge(name, body, hidden_dir, hide)
+                    report = judge(name, body, hidden_dir, hide, assignment)
                 except Exception as e:  # noqa: BLE001
                     report = {"name": str(header.get("name", "?")) if "header" in locals() else "?", "cases": [],
                               "passed": False, "problem": f"the checker could not run ({type(e).__name__})"}

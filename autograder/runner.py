@@ -2,14 +2,17 @@
 
 Reads from stdin (torch.save bytes, written by the judge):
     {"suite": name, "fn": cloudpickle bytes of the student's function, "tripwire": [names],
-     "cases": [{"name": str, "inputs": dict}]}
+     "cases": [{"name": str, "inputs": dict}], "package": the suites' package (optional)}
 writes to its original stdout (torch.save bytes, plain types only):
     {"results": [{"name": str, "outputs": dict} | {"name": str, "error": str}]}
 
-It never sees expected values. Before the student's function is unpickled, every `course_lib`
-name in the tripwire is replaced by a function that records the call and raises, so a function
-that merely delegates to the reference implementation gets no credit even if it catches the
-error. Anything the student's code prints goes to stderr, which the judge discards.
+It never sees expected values, and while grading it runs where the references of the open
+assignments do not exist: its `course_lib` is a stubbed copy (`autograder.stubs`, bound over the
+repository's by the sandbox). The tripwire stays for runs without the sandbox: before the
+student's function is unpickled, every `course_lib` name in the tripwire is replaced by a
+function that records the call and raises, so a function that merely delegates to the reference
+gets no credit even if it catches the error. Anything the student's code prints goes to stderr,
+which the judge discards.
 """
 
 from __future__ import annotations
@@ -50,10 +53,10 @@ def main() -> int:
     import cloudpickle
     import torch
 
-    from autograder.engine import load_suite, run_case
+    from autograder.engine import SUITES, load_suite, run_case
 
     payload = torch.load(io.BytesIO(sys.stdin.buffer.read()), weights_only=False)  # from the judge: trusted
-    suite = load_suite(payload["suite"])
+    suite = load_suite(payload["suite"], payload.get("package", SUITES))
     install_tripwire(payload["tripwire"])
     results = []
     try:

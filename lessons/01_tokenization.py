@@ -13,8 +13,10 @@
 # 2. `gsm8k_to_r1_zero`: a GSM8K record as an r1_zero `prompt`, `output` and `ground_truth`;
 # 3. `tokenize_prompt_and_output`: token ids, shifted labels and the response mask of a batch.
 #
-# Every graded cell is followed by self-checks that name the mistake they catch. When you
-# submit, hidden cases test more inputs than these checks do.
+# Every graded function is followed by a graded cell of self-checks that name the mistake they
+# catch, and of hidden cases that test more inputs than these checks do (all the points of a
+# cell go through its hidden cases; the text before each cell says what they check, and
+# `make check NB=01` runs practice cases of the same kinds on your machine).
 
 # %%
 import html
@@ -70,6 +72,11 @@ print(arith_train[0])
 #
 # The regular expression `####\s*(.+?)\s*$` (with `re.DOTALL`) captures everything after the
 # marker, minus surrounding whitespace.
+#
+# The hidden cases also try several groups of thousands (`1,234,567`), negative and decimal
+# answers, no space or extra spaces, tabs and newlines around the answer, and a solution whose
+# calculator notes are full of other numbers (the answer is what follows `####`, not the last
+# number of the text).
 
 # %% [solution] course_lib.gsm8k:_FINAL_ANSWER course_lib.gsm8k:extract_gsm8k_answer
 import re
@@ -118,6 +125,10 @@ print(format_r1_zero_prompt("What is 2 + 3?"))
 # %% [markdown]
 # Write `gsm8k_to_r1_zero`. Use your `extract_gsm8k_answer` and the given
 # `format_r1_zero_prompt(question, template)`; a record without `#### N` raises `ValueError`.
+# The question goes into the template exactly as it is (spaces around it included: it is not
+# stripped); only the reasoning is stripped. The hidden cases try random arithmetic records, a
+# custom template, an answer with thousands commas, a question and a reasoning with surrounding
+# whitespace, and a record without `#### N`.
 
 # %% [solution] course_lib.gsm8k:gsm8k_to_r1_zero
 
@@ -183,6 +194,12 @@ for p, o in zip(tiny_prompts, tiny_outputs):
 # the first output token is the *label* at position $P - 1$: the model predicts it from the last
 # prompt token. Write `tokenize_prompt_and_output` (raise `ValueError` when the two lists differ
 # in length or when the tokenizer has no pad token).
+#
+# The hidden cases use real r1_zero batches of other sizes and orders of lengths, a pad token
+# whose id is not 0, prompts that end in the middle of a word or with a space, an empty output,
+# a batch that needs no padding, and tokenizers that add a BOS token (as Llama's and Gemma's do),
+# or a BOS and an EOS token, to every text they tokenize by default: the strings already hold the
+# format, so nothing may be added (`add_special_tokens=False`). And the two `ValueError`s.
 
 # %% [solution] course_lib.tokenization:tokenize_prompt_and_output
 import torch

@@ -10,7 +10,8 @@
 # `log_softmax` and never from `softmax` followed by `log`. At the end you watch the entropy of
 # the course's tiny model move along a real response.
 #
-# Graded: `compute_entropy` (visible checks here, hidden cases at grading time).
+# Graded: `compute_entropy` (visible checks here and hidden cases in the same cell: all its
+# points go through the hidden cases).
 
 # %%
 import math
@@ -96,6 +97,12 @@ print("stable entropy    ", -(log_p_big.exp() * log_p_big).sum().item(), " <- ex
 # $(\dots, V)$ and any float dtype. Compute in float32 at least: a bfloat16 input keeps only
 # about 3 significant digits, which costs a few hundredths of a nat on a 32k vocabulary (measured
 # below); a float64 input stays float64. About two lines.
+#
+# What the hidden cases check, beyond the self-checks below: any number of leading dimensions
+# (none, too: a vector of $V$ logits gives a 0-dim entropy), $V = 1$, an empty batch, float64
+# (the result stays float64), bfloat16 and float16 (the result is float32), logits of magnitude
+# $10^4$ and logits shifted by $\pm 10^4$, a vocabulary of 32 000, and that the logits you are
+# given are left unchanged (no in-place `-=`).
 
 # %% [solution] course_lib.logprobs:compute_entropy
 import torch
@@ -106,7 +113,7 @@ import torch
 # Each check names the mistake it is built to catch. The reference point is the same formula in
 # float64, which is accurate to about 15 digits.
 
-# %% [tests] compute_entropy_visible 2
+# %% [tests] compute_entropy 5
 # shape: the entropy reduces the last dimension only
 logits = torch.randn(2, 3, 7)
 H = compute_entropy(logits)
@@ -148,9 +155,8 @@ expect(compute_entropy(torch.randn(3, 5, dtype=torch.float64)).dtype == torch.fl
        "float64 logits should stay float64: upcast to *at least* float32 (torch.promote_types)")
 print("all visible checks passed")
 
-# %% [tests] compute_entropy_hidden 3
-# Hidden cases: other shapes (leading batch dims, V=1, T=1), float64 and bfloat16 inputs,
-# logits of magnitude 1e4, large vocabularies. The grader runs them on your compute_entropy.
+# Hidden cases (the grader runs them on your compute_entropy, in a fresh process): see the list
+# above this cell. `make check NB=02` runs practice cases of the same kinds on your machine.
 ### BEGIN HIDDEN TESTS
 from autograder.checker import check_hidden
 check_hidden("compute_entropy", compute_entropy)

@@ -12,8 +12,9 @@
 # small autograd function underneath it that never makes a second copy of the logits. Then you
 # measure why that matters: three ways to get the same numbers, three very different memory bills.
 #
-# Graded: `masked_normalize`, `log_probs_from_logits` (visible checks) and
-# `get_response_log_probs` (visible checks and hidden cases).
+# Graded: `masked_normalize`, `log_probs_from_logits` and `get_response_log_probs`, each in one
+# cell of visible checks followed by hidden cases (all the points go through the hidden cases;
+# `make check NB=03` runs practice cases of the same kinds on your machine).
 
 # %%
 import json
@@ -55,11 +56,17 @@ from course_lib.selfcheck import cmp, expect  # cmp: exact / approximate / max d
 # Worked example: $x = \begin{pmatrix}1 & 2 & 3\\ 4 & 5 & 6\end{pmatrix}$,
 # $m = \begin{pmatrix}1 & 1 & 0\\ 0 & 1 & 1\end{pmatrix}$, $c = 2$: per row (dim=-1)
 # $(1+2)/2 = 1.5$ and $(5+6)/2 = 5.5$; over everything (dim=None) $(3 + 11)/2 = 7$.
+#
+# The hidden cases try every `dim` of 3-d tensors (negative ones and None too), masks of dtype
+# bool, int (0/1) and float (0./1.), a mask that broadcasts (shape (2, 3, 1) against (2, 3, 4)),
+# constants 42, 0.5 and the int 3, the default constant, empty masks, masked $-\infty$ and NaN,
+# a float64 tensor (the result stays float64: keep the tensor's dtype), and the gradient
+# through the masked sum.
 
 # %% [solution] course_lib.masking:masked_normalize
 import torch
 
-# %% [tests] masked_normalize_visible 1
+# %% [tests] masked_normalize 3
 x = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
 m = torch.tensor([[1, 1, 0], [0, 1, 1]], dtype=torch.bool)
 expect(cmp("worked example, dim=-1, c=2", masked_normalize(x, m, dim=-1, normalize_constant=2.0), torch.tensor([1.5, 5.5])),
@@ -77,9 +84,7 @@ expect(cmp("masked -inf and NaN do not leak", masked_normalize(logp, mask, dim=-
        "NaN from masked positions: tensor * mask turns a masked -inf into NaN (0 * inf); use torch.where(mask, tensor, 0)")
 print("all visible checks passed")
 
-# %% [tests] masked_normalize_hidden 2
-# Hidden cases: 3-d tensors and every dim, bool / int / float masks, normalize constants such as 42
-# and 0.5, empty masks, masked infinities, float64, and the gradient through the masked sum.
+# Hidden cases (run by the grader on your masked_normalize, in a fresh process): listed above.
 ### BEGIN HIDDEN TESTS
 from autograder.checker import check_hidden
 check_hidden("masked_normalize", masked_normalize)
@@ -150,11 +155,18 @@ import torch
 # (N, V) that is new). `backward(ctx, grad_out)` allocates one gradient tensor like the logits
 # and fills it chunk by chunk with $-g\,e^{z - \operatorname{lse}}$ plus $g$ at the label
 # (`scatter_add_`). `log_probs_from_logits` flattens (B, T, V) to (B·T, V) and back.
+#
+# The hidden cases try T = 1, V = 1, B = 1, labels at both ends of the vocabulary, float64 logits
+# (log-probs stay float64), bfloat16 and float16 logits (log-probs in float32), logits of
+# magnitude $10^4$ and shifted by $10^4$, a small `CHUNK_ELEMENTS` (3 or 7 rows per chunk, the
+# last one partial: keep reading the chunk size from that global), the gradient with respect to
+# the logits, that the logits are left unchanged, and, on (4, 64, 2000) logits, that autograd keeps
+# less than an eighth of their size for backward.
 
 # %% [solution] course_lib.logprobs:_SelectedLogProb course_lib.logprobs:log_probs_from_logits
 import torch
 
-# %% [tests] log_probs_from_logits_visible 2
+# %% [tests] log_probs_from_logits 3
 def reference_log_probs(logits, labels):  # the obvious formula, in float64
     return torch.log_softmax(logits.double(), dim=-1).gather(-1, labels[..., None]).squeeze(-1)
 
@@ -226,6 +238,12 @@ expect(kept < big.numel() * big.element_size() / 8,
        "logsumexp only, not a log_softmax output or a float32 copy")
 print("all visible checks passed")
 
+# Hidden cases (run by the grader on your log_probs_from_logits, in a fresh process): listed above.
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("log_probs_from_logits", log_probs_from_logits)
+### END HIDDEN TESTS
+
 # %% [markdown]
 # ### Your turn: `get_response_log_probs`
 #
@@ -233,6 +251,13 @@ print("all visible checks passed")
 # per-token entropy (a diagnostic, without gradient: `entropy_from_logits`). The results are
 # unmasked: prompt and padding positions are there too, and the caller masks them with
 # `response_mask`.
+#
+# The hidden cases run it on small causal LMs whose forward returns `.logits` (float32, float64
+# and bfloat16 weights), with T = 1, V = 1, labels at the vocabulary's edges, logits of magnitude
+# $10^4$, a large vocabulary and many chunks, with and without `return_token_entropy`, and
+# compare the log-probs, the entropies (or None), that the entropy carries no graph, and the
+# gradients of the model's parameters. Your `log_probs_from_logits` must do the work:
+# `course_lib`'s is not there when the grader runs your function.
 
 # %% [solution] course_lib.logprobs:get_response_log_probs
 import torch
@@ -250,7 +275,7 @@ examples = [gsm8k_to_r1_zero(e) for e in load_problems("arith", "test")[:2]]
 batch = tokenize_prompt_and_output([e["prompt"] for e in examples], [e["output"] for e in examples], tokenizer)
 print({k: tuple(v.shape) for k, v in batch.items()}, "vocabulary", len(tokenizer))
 
-# %% [tests] get_response_log_probs_visible 1
+# %% [tests] get_response_log_probs 4
 out = get_response_log_probs(model, batch["input_ids"], batch["labels"], return_token_entropy=True)
 logits_ref = model(batch["input_ids"]).logits.detach().double()
 expected = torch.log_softmax(logits_ref, -1).gather(-1, batch["labels"][..., None]).squeeze(-1)
@@ -266,9 +291,7 @@ expect(get_response_log_probs(model, batch["input_ids"], batch["labels"])["token
        "token_entropy must be None when return_token_entropy=False (and the entropy not computed)")
 print("all visible checks passed")
 
-# %% [tests] get_response_log_probs_hidden 3
-# Hidden cases: small causal LMs in float32, float64 and bfloat16, T=1, V=1, logits of magnitude
-# 1e4, many chunks, with and without entropy, and the gradients of the model's parameters.
+# Hidden cases (run by the grader on your get_response_log_probs, in a fresh process): listed above.
 ### BEGIN HIDDEN TESTS
 from autograder.checker import check_hidden
 check_hidden("get_response_log_probs", get_response_log_probs)
@@ -306,7 +329,8 @@ print("the positions that differ:", [tokenizer.decode([t]) for t in pair["labels
 # - **(a)** `log_softmax(logits).gather(labels)`: one full (B, T, V) output, kept for backward;
 # - **(b)** `logits.gather(labels) - logsumexp(logits)`: keeps nothing new, but `logsumexp` makes
 #   full-size temporaries, and its backward a full-size $e^{z - \text{lse}}$;
-# - **(c)** the chunked function you wrote (run from `course_lib`, the same code).
+# - **(c)** the chunked function you wrote (your `log_probs_from_logits`, sent to the child
+#   process by value with `cloudpickle`).
 #
 # We read the process's resident-memory high-water mark (reset before each phase on Linux, where
 # one process measures the three methods in turn; elsewhere each method gets a fresh process and
@@ -315,10 +339,11 @@ print("the positions that differ:", [tokenizer.decode([t]) for t in pair["labels
 
 # %%
 MEMORY_CHILD = r'''
-import json, resource, sys, torch
-import course_lib.logprobs as ref
+import json, resource, sys, cloudpickle, torch
 B, T, V, chunk, methods = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-ref.CHUNK_ELEMENTS = chunk
+with open(sys.argv[6], "rb") as f:
+    yours = cloudpickle.load(f)  # your log_probs_from_logits, with the helpers it uses
+yours.__globals__["CHUNK_ELEMENTS"] = chunk  # the chunk size the helpers read
 torch.set_num_threads(1)
 LINUX = sys.platform.startswith("linux")
 
@@ -343,7 +368,7 @@ def reset_peak():
 METHODS = {
     "a": lambda z, y: torch.log_softmax(z, -1).gather(-1, y[..., None]).squeeze(-1),
     "b": lambda z, y: z.gather(-1, y[..., None]).squeeze(-1) - torch.logsumexp(z, -1),
-    "c": ref.log_probs_from_logits,
+    "c": yours,
 }
 g = torch.Generator().manual_seed(0)
 logits = torch.randn(B, T, V, generator=g).requires_grad_()
@@ -363,14 +388,21 @@ for method in methods:
                       "backward_peak": backward_peak, "logits": logits.numel() * 4}))
 '''
 
+import tempfile
+
+import cloudpickle
+
 SHAPE, CHUNK = ((2, 128, 8000), 1 << 18) if GRADING else ((4, 256, 32000), 1 << 22)
 env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", OMP_NUM_THREADS="1")
+yours_file = os.path.join(tempfile.mkdtemp(), "log_probs_from_logits.pkl")
+with open(yours_file, "wb") as f:
+    cloudpickle.dump(log_probs_from_logits, f)
 # Linux resets the high-water mark between methods, so one process measures all three;
 # elsewhere the peak cannot be reset, so each method gets a fresh process.
 runs = ["abc"] if sys.platform.startswith("linux") else ["a", "b", "c"]
 memory = {}
 for methods in runs:
-    proc = subprocess.run([sys.executable, "-c", MEMORY_CHILD, *map(str, SHAPE), str(CHUNK), methods],
+    proc = subprocess.run([sys.executable, "-c", MEMORY_CHILD, *map(str, SHAPE), str(CHUNK), methods, yours_file],
                           capture_output=True, text=True, env=env, timeout=300)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-2000:])

@@ -11,7 +11,9 @@
 # $k$ accumulated micro-batches give the full-batch gradient to float precision, and show what the
 # two classic bugs do.
 #
-# Graded: `sft_microbatch_train_step` (visible checks and hidden cases).
+# Graded: `sft_microbatch_train_step` (visible checks and hidden cases in one cell: all its points
+# go through the hidden cases; `make check NB=04` runs practice cases of the same kinds on your
+# machine).
 
 # %%
 import os
@@ -86,8 +88,16 @@ import torch
 #
 # Compute the loss of one micro-batch, **call `backward()` on it**, and return it with some
 # metadata. The loss you return is the one you backpropagated (already divided by
-# `gradient_accumulation_steps`). Do not zero, overwrite or step anything: that is the trainer's
-# job, once per $k$ micro-batches.
+# `gradient_accumulation_steps`), as a 0-dim tensor (not a Python float). Do not zero, overwrite
+# or step anything: that is the trainer's job, once per $k$ micro-batches.
+#
+# The hidden cases run $k = 1..5$ micro-batches whose log-probs all depend on one shared
+# parameter, and compare the loss returned by each call (a 0-dim tensor of the log-probs' dtype),
+# the parameter's `.grad` after each call and `metadata["nll_per_sequence"]`: with constants 42,
+# 0.5 and the default, bool, int and float masks, float64, $B = 1$, $T = 1$, empty rows and an
+# all-empty mask, very large log-probs, $-\infty$ on padding, a gradient already in `.grad`, and
+# log-probs that *are* a leaf tensor with a gradient already in its `.grad` (so zeroing or
+# replacing the `.grad` of your input shows).
 
 # %% [solution] course_lib.sft:sft_microbatch_train_step
 import torch
@@ -95,7 +105,7 @@ import torch
 # %% [markdown]
 # ## Self-checks
 
-# %% [tests] sft_microbatch_train_step_visible 2
+# %% [tests] sft_microbatch_train_step 5
 B, T, c, k = 3, 5, 42.0, 4
 logp_values = -torch.rand(B, T) * 3
 mask = torch.tensor([[0, 1, 1, 1, 0], [0, 0, 1, 1, 1], [1, 1, 1, 1, 1]], dtype=torch.bool)
@@ -104,7 +114,8 @@ expected_per_seq = (-logp_values * mask).sum(-1) / c
 leaf = logp_values.clone().requires_grad_()
 loss, meta = sft_microbatch_train_step(leaf, mask, gradient_accumulation_steps=k, normalize_constant=c)
 expect(leaf.grad is not None, "no gradient reached the log-probs: call loss.backward() inside the step")
-expect(torch.as_tensor(loss).dim() == 0, "the returned loss should be a scalar (0-dim tensor)")
+expect(isinstance(loss, torch.Tensor) and loss.dim() == 0,
+       "the returned loss should be a 0-dim tensor: return the tensor you backpropagated (detached), not loss.item()")
 ratio = (expected_per_seq.mean() / k) / torch.as_tensor(loss).detach()
 expect(not torch.isclose(ratio, torch.tensor(1.0 / k)) or k == 1,
        "returned loss is k times too large: return the loss divided by gradient_accumulation_steps (the one you backpropagated)")
@@ -138,9 +149,7 @@ expect(bool(torch.isfinite(torch.as_tensor(loss_inf))) and bool(torch.isfinite(p
        "a -inf log-prob at a masked position made the loss or gradient non-finite: mask with torch.where (masked_normalize)")
 print("all visible checks passed")
 
-# %% [tests] sft_microbatch_train_step_hidden 3
-# Hidden cases: several micro-batches into one shared parameter (accumulation across calls, on top
-# of an existing .grad), k = 1..5, normalize constants 42 and 0.5, empty masks, float64, B = 1, T = 1.
+# Hidden cases (run by the grader on your sft_microbatch_train_step, in a fresh process): listed above.
 ### BEGIN HIDDEN TESTS
 from autograder.checker import check_hidden
 check_hidden("sft_microbatch_train_step", sft_microbatch_train_step)
@@ -153,8 +162,9 @@ check_hidden("sft_microbatch_train_step", sft_microbatch_train_step)
 # the gradient of every parameter twice: once on the whole batch in one call ($k = 1$), once as
 # $k$ micro-batches through your step, with `.grad` accumulating in between. Linearity says they
 # are equal; autograd agrees up to float32 rounding (the sums happen in a different order).
-# `get_response_log_probs` and `tokenize_prompt_and_output` are your functions from notebooks 03
-# and 01 (imported from `course_lib` here to keep this notebook short).
+# `get_response_log_probs` and `tokenize_prompt_and_output` are the functions of notebooks 03
+# and 01: here the course's released references, imported from `course_lib` (their deadlines have
+# passed), to keep this notebook short.
 
 # %%
 from course_lib import get_response_log_probs, gsm8k_to_r1_zero, load_problems, tokenize_prompt_and_output

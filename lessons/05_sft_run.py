@@ -4,14 +4,14 @@
 # **Goal.** Put the pieces together. Notebooks 01, 03 and 04 gave you
 # `tokenize_prompt_and_output`, `get_response_log_probs` and `sft_microbatch_train_step`. Here you
 # write the loop around them, one optimizer step of supervised fine-tuning, and check it against
-# the course's trainer. Then the course trainer runs *with your functions plugged in* and teaches
+# the same step computed directly. Then the course trainer runs *with your functions plugged in* and teaches
 # the tiny base model (which has never seen a `<think>` tag) to answer in the
 # `<think> ... </think> <answer> ... </answer>` format, and you measure what the number of worked
 # solutions buys: the data-size ablation 128 / 256 / 512 / 1024 / all, in format reward and in
 # answer reward. A last section runs the same code on Qwen2.5-Math-1.5B and GSM8K when a GPU is
 # present.
 #
-# Graded: `sft_train_step` (checked against the course trainer; see "How this is graded").
+# Graded: `sft_train_step` (a visible check and hidden cases; see "How this is graded").
 
 # %%
 import math
@@ -42,21 +42,17 @@ from course_lib.selfcheck import expect  # expect(ok, mistake): a self-check tha
 # must see the *whole* accumulated gradient, the zeroing must come after the step (and never
 # between micro-batches), and the schedule steps once per optimizer step, not per micro-batch.
 #
-# Your functions from the earlier notebooks follow (the reference versions; paste your own in
-# their place to train with your code).
-
-# %% [given] course_lib.tokenization:tokenize_prompt_and_output
-import torch
+# Your functions from the earlier notebooks: `your_functions` runs the graded cells of your own
+# notebook `../NN/` and takes them from there; where that notebook is missing, fails to run or
+# still holds the stub, it takes the course's released reference instead (their deadlines have
+# passed), and it prints which one each name is.
 
 # %%
-# rows of the flattened (B*T, V) logits handled at once: bounds temporaries to ~CHUNK_ELEMENTS floats
-CHUNK_ELEMENTS = 1 << 22
+from course_lib.selfcheck import your_functions
 
-# %% [given] course_lib.logprobs:_row_chunks course_lib.logprobs:_float course_lib.logprobs:compute_entropy course_lib.logprobs:entropy_from_logits course_lib.logprobs:_SelectedLogProb course_lib.logprobs:log_probs_from_logits course_lib.logprobs:get_response_log_probs
-import torch
-
-# %% [given] course_lib.masking:masked_normalize course_lib.sft:sft_microbatch_train_step
-import torch
+tokenize_prompt_and_output = your_functions("01", "tokenize_prompt_and_output")
+masked_normalize, get_response_log_probs = your_functions("03", "masked_normalize", "get_response_log_probs")
+sft_microbatch_train_step = your_functions("04", "sft_microbatch_train_step")
 
 # %% [markdown]
 # ## The base model, before any SFT
@@ -86,9 +82,10 @@ print("a base-model response:", repr(base["rollouts"][0].text[:200]))
 #
 # Write one optimizer step as described above. Use the three functions you are given as
 # arguments (their defaults are the functions above), slice the batch into `k` consecutive
-# micro-batches, move the tensors to the model's device, clip with
-# `torch.nn.utils.clip_grad_norm_` (it returns the norm *before* clipping, which you return), and
-# zero the gradients with `set_to_none=True` at the end.
+# micro-batches (a batch that does not split into `k` raises `ValueError`), move the tensors to
+# the model's device, clip with `torch.nn.utils.clip_grad_norm_` (it returns the norm *before*
+# clipping, which you return), and zero the gradients with `set_to_none=True` at the end. The
+# numbers you return are Python floats (`response_tokens` an int).
 
 # %% [solution] course_lib.sft:sft_train_step
 import torch
@@ -96,29 +93,41 @@ import torch
 # %% [markdown]
 # ## How this is graded
 #
-# The reference of this step is the course trainer itself, `course_lib.training.sft_trainer.train_sft`,
-# whose inner loop is this function. So the check is direct: from the same starting weights, the
-# same data order and the same AdamW and learning-rate schedule, three optimizer steps of your
-# `sft_train_step` must leave *the same parameters* as three steps of `train_sft`, to float
-# rounding. The other checks name the usual mistakes. There are no hidden cases here: the
-# trainer you are compared with is in the repository for you to read, and the run below shows
-# the rest.
+# The visible check below needs nothing but your step: from the same starting weights, one call
+# of your `sft_train_step` on a batch of 4 examples in $k = 2$ micro-batches must leave the same
+# parameters, to float rounding, as the same optimizer step computed directly, on the whole batch at once (the loss
+# $\frac{1}{B}\sum_b \sum_t m_{b,t}(-\ell_{b,t})$ with $c = 1$, one `backward()`, clipping, AdamW,
+# the schedule): the step of the math above. Two steps run, with clipping active and a schedule
+# that halves the learning rate at every step, so the order of clip, step, schedule and
+# zero_grad shows. It runs with the course's released `tokenize_prompt_and_output`,
+# `get_response_log_probs` and `sft_microbatch_train_step`, so it tests your step alone.
+#
+# The hidden cases run your step for a few optimizer steps of a small causal LM (with those
+# released functions passed in, wrapped to count their calls), with $k = 1..4$, clipping active
+# and not, with and without a schedule, weight decay, examples of very different lengths, and a
+# batch that does not split into $k$ (`ValueError`). After every step they compare the
+# parameters with those of the reference step (to float rounding), the learning rate, that no
+# gradient is left over, the returned `loss`, `grad_norm` (before clipping), `response_tokens`
+# and `nll_sum`, and that each passed function was called once per micro-batch.
 
-# %% [tests] sft_train_step_matches_trainer 3
+# %% [tests] sft_train_step 5
 import copy
 
-from course_lib.training.common import data_indices, make_optimizer, make_scheduler
-from course_lib.training.sft_trainer import train_sft
+import course_lib  # the released references of notebooks 01, 03 and 04: this check tests your step alone
 
-STEPS, BATCH, K, SEED = 3, 4, 2, 0
-cfg = dict(n_examples=8, steps=STEPS, batch_size=BATCH, gradient_accumulation_steps=K, lr=3e-3,
-           warmup_steps=2, seed=SEED, eval_examples=0)
-records = train_records[:8]
+BATCH, K, LR, CLIP = 4, 2, 3e-3, 0.5
+batches = [train_records[:BATCH], train_records[BATCH:2 * BATCH]]
+mine_model, direct_model = copy.deepcopy(base_model), copy.deepcopy(base_model)
+mine_model.train()
+direct_model.train()
 
-trainer_model = copy.deepcopy(base_model)
-trainer_run = train_sft(cfg, model=trainer_model, tokenizer=tokenizer, train_data=records, eval_data=[], progress=False)
 
-calls = {"tokenize": 0, "log_probs": 0, "step": 0}
+def adamw_and_schedule(model):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.95), weight_decay=0.0)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.5 ** s)
+
+
+calls = {"tokenize_fn": 0, "log_probs_fn": 0, "train_step_fn": 0}
 
 
 def counting(name, fn):
@@ -128,43 +137,68 @@ def counting(name, fn):
     return wrapped
 
 
-my_model = copy.deepcopy(base_model)
-my_model.train()
-optimizer = make_optimizer(my_model, cfg["lr"], 0.0, (0.9, 0.95))
-scheduler = make_scheduler(optimizer, cfg["warmup_steps"], STEPS, 0.1)
-mine = []
-for step in range(STEPS):
-    batch_examples = [records[i] for i in data_indices(len(records), SEED, step * BATCH, BATCH)]
-    mine.append(sft_train_step(my_model, tokenizer, optimizer, batch_examples, K, max_grad_norm=1.0, scheduler=scheduler,
-                               tokenize_fn=counting("tokenize", tokenize_prompt_and_output),
-                               log_probs_fn=counting("log_probs", get_response_log_probs),
-                               train_step_fn=counting("step", sft_microbatch_train_step)))
+mine_opt, mine_sched = adamw_and_schedule(mine_model)
+direct_opt, direct_sched = adamw_and_schedule(direct_model)
+for step, examples in enumerate(batches):
+    out = sft_train_step(mine_model, tokenizer, mine_opt, examples, K, max_grad_norm=CLIP, scheduler=mine_sched,
+                         tokenize_fn=counting("tokenize_fn", course_lib.tokenize_prompt_and_output),
+                         log_probs_fn=counting("log_probs_fn", course_lib.get_response_log_probs),
+                         train_step_fn=counting("train_step_fn", course_lib.sft_microbatch_train_step))
+    # the same optimizer step, computed directly on the whole batch
+    full = course_lib.tokenize_prompt_and_output([e["prompt"] for e in examples], [e["output"] for e in examples], tokenizer)
+    logp = course_lib.get_response_log_probs(direct_model, full["input_ids"], full["labels"])["log_probs"]
+    direct_loss = course_lib.masked_normalize(-logp, full["response_mask"], dim=-1).mean()
+    direct_loss.backward()
+    direct_norm = torch.nn.utils.clip_grad_norm_(direct_model.parameters(), CLIP)
+    direct_opt.step()
+    direct_sched.step()
+    direct_opt.zero_grad(set_to_none=True)
+    print(f"step {step + 1}: loss {out['loss']:.4f} (direct {direct_loss.item():.4f}), "
+          f"grad_norm {out['grad_norm']:.4f} (direct {direct_norm.item():.4f}), lr now {mine_opt.param_groups[0]['lr']:.2e}")
+    expect(all(isinstance(out[key], float) for key in ("loss", "grad_norm", "nll_sum")),
+           "return the loss, grad_norm and nll_sum as Python floats (float(...))")
+    expect(math.isclose(out["loss"], direct_loss.item(), rel_tol=1e-4),
+           "the returned loss is not the batch loss: return the sum of the k scaled micro-batch losses")
+    expect(math.isclose(out["grad_norm"], direct_norm.item(), rel_tol=1e-3),
+           "grad_norm differs: return clip_grad_norm_'s value (the norm before clipping) of the whole accumulated gradient")
+    expect(out["response_tokens"] == int(full["response_mask"].sum()),
+           "response_tokens should count the response tokens of the whole batch")
+    expect(math.isclose(out["nll_sum"], (direct_loss * BATCH).item(), rel_tol=1e-4),
+           "nll_sum should be the summed negative log-likelihood of the batch's response tokens")
+    expect(math.isclose(mine_opt.param_groups[0]["lr"], direct_opt.param_groups[0]["lr"]),
+           "the learning rate differs: step the scheduler once per optimizer step (after optimizer.step), not per micro-batch")
+    expect(all(p.grad is None or not p.grad.any() for p in mine_model.parameters()),
+           "gradients are left over after the step: zero them after optimizer.step() (optimizer.zero_grad(set_to_none=True))")
 
-expect(calls == {"tokenize": STEPS * K, "log_probs": STEPS * K, "step": STEPS * K},
-       f"calls per function {calls}, expected {STEPS * K} each: call tokenize_fn, log_probs_fn and train_step_fn "
+expect(calls == {name: len(batches) * K for name in calls},
+       f"calls per function {calls}, expected {len(batches) * K} each: call tokenize_fn, log_probs_fn and train_step_fn "
        f"once per micro-batch (k = {K} per step), and use the functions passed as arguments")
-expect(all(p.grad is None or not p.grad.any() for p in my_model.parameters()),
-       "gradients are left over after the step: zero them after optimizer.step() (optimizer.zero_grad(set_to_none=True))")
-trainer_losses = [r["loss"] for r in trainer_run.metrics if r.get("kind") == "train"]
-print("your losses   ", [round(r["loss"], 4) for r in mine])
-print("trainer losses", [round(x, 4) for x in trainer_losses])
-expect(all(math.isclose(a["loss"], b, rel_tol=1e-4) for a, b in zip(mine, trainer_losses)),
-       "the returned loss differs from the trainer's: return the sum of the k scaled micro-batch losses (the batch loss)")
-trainer_norms = [r["grad_norm"] for r in trainer_run.metrics if r.get("kind") == "train"]
-expect(all(math.isclose(a["grad_norm"], b, rel_tol=1e-3) for a, b in zip(mine, trainer_norms)),
-       "grad_norm differs: return the norm before clipping (clip_grad_norm_'s return value), of the accumulated gradient")
-worst = max((p - q).abs().max().item() for p, q in zip(my_model.parameters(), trainer_model.parameters()))
-print(f"largest parameter difference after {STEPS} steps: {worst:.2e}")
-expect(worst < 1e-5,
-       "parameters differ from the course trainer after a few steps: check the order (all k micro-batches, then clip, "
-       "then optimizer.step, then scheduler.step, then zero_grad), and that the gradient is not zeroed between micro-batches")
+worst = max((p - q).abs().max().item() for p, q in zip(mine_model.parameters(), direct_model.parameters()))
+print(f"largest parameter difference after {len(batches)} steps: {worst:.2e}")
+# AdamW's first steps move every parameter by about the learning rate (3e-3) whatever the size of its
+# gradient, so float rounding in a near-zero gradient can move one by ~1e-5 (measured); a wrong step, ~1e-3
+expect(worst < 1e-4,
+       "parameters differ from the direct full-batch step: check the order (all k micro-batches, then clip, then "
+       "optimizer.step, then scheduler.step, then zero_grad), and that the gradient is not zeroed between micro-batches")
+try:
+    sft_train_step(mine_model, tokenizer, mine_opt, train_records[:5], 2, scheduler=mine_sched)
+    raised = False
+except ValueError:
+    raised = True
+expect(raised, "5 examples do not split into k = 2 micro-batches: raise ValueError")
 print("all visible checks passed")
+
+# Hidden cases (run by the grader on your sft_train_step, in a fresh process): listed above.
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("sft_train_step", sft_train_step)
+### END HIDDEN TESTS
 
 # %% [markdown]
 # ## The run, and the data-size ablation
 #
-# Now the course trainer runs with your three functions plugged in
-# (`tokenize_fn`, `log_probs_fn`, `train_step_fn`), once per training-set size: the first
+# Now the course trainer runs with your step and your three functions plugged in
+# (`step_fn`, `tokenize_fn`, `log_probs_fn`, `train_step_fn`), once per training-set size: the first
 # 128, 256, 512, 1024 worked solutions, and all of them. Every run gets the same budget of
 # optimizer steps (so the small sets are seen many times, the full set about once), starts from
 # the same base weights, and is evaluated on the same held-out problems with greedy decoding and
@@ -186,7 +220,7 @@ for n in SIZES:
     result = train_sft(dict(RUN, n_examples=n), model=model, tokenizer=tokenizer, train_data=train_records,
                        eval_data=held_out, progress=not GRADING,
                        tokenize_fn=tokenize_prompt_and_output, log_probs_fn=get_response_log_probs,
-                       train_step_fn=sft_microbatch_train_step)
+                       train_step_fn=sft_microbatch_train_step, step_fn=sft_train_step)
     label = "all" if n is None else str(n)
     runs[label] = {"n": len(train_records) if n is None else n, "metrics": result.metrics, "eval": result.eval, "model": result.model}
     print(f"n = {label:>5s}: format {result.eval['format_reward']:.3f}  answer {result.eval['answer_reward']:.3f}  "
@@ -273,7 +307,7 @@ if torch.cuda.is_available() and not GRADING:
     gpu_cfg = load_config("sft", REPO_ROOT / "configs" / "sft_qwen2.5_math_1.5b_gsm8k.yaml",
                           {"n_examples": 1024, "output_dir": str(REPO_ROOT / "runs" / "sft_qwen_1024")})
     gpu_run = train_sft(gpu_cfg, tokenize_fn=tokenize_prompt_and_output, log_probs_fn=get_response_log_probs,
-                        train_step_fn=sft_microbatch_train_step)
+                        train_step_fn=sft_microbatch_train_step, step_fn=sft_train_step)
     print("Qwen2.5-Math-1.5B after SFT on 1024 GSM8K solutions:", gpu_run.eval)
 else:
     print("no CUDA GPU (or grading): the Qwen2.5-Math-1.5B + GSM8K run is skipped")
@@ -297,8 +331,8 @@ else:
 #
 # - One SFT step: for each of $k$ micro-batches tokenize, get log-probs, loss and backward; then
 #   clip the accumulated gradient, `optimizer.step()`, `scheduler.step()`, zero the gradients.
-# - Your step matches the course trainer parameter for parameter; the trainer ran with your
-#   tokenization, log-probs and loss plugged in.
+# - Your step matches the same step computed directly on the whole batch, parameter for
+#   parameter; the trainer ran with your step, tokenization, log-probs and loss plugged in.
 # - SFT teaches the tiny model the format within a few dozen steps; correct answers are much
 #   harder to get from it, and the gap between format and answer reward is where RL comes in.
 # - Match training data and inference: what ends a response (stop string or end-of-text token) is

@@ -2,7 +2,10 @@
 
 Beyond the visible checks: other batch sizes and orders of lengths, a pad token that is not id 0
 (a hard-coded 0 fails), prompts that end mid-word or with a space (joint tokenization merges
-tokens across the boundary and fails), an empty output, a batch without padding.
+tokens across the boundary and fails), an empty output, a batch without padding, tokenizers
+that add a BOS token (as Llama's and Gemma's do) or a BOS and an EOS token by default (so
+`add_special_tokens=True`, the default, fails), prompts and outputs of different lengths and a
+tokenizer without a pad token (both must raise ValueError).
 """
 
 import torch
@@ -11,14 +14,25 @@ GRADED = "tokenize_prompt_and_output"
 KEYS = ("input_ids", "labels", "response_mask")
 
 
-def _tokenizer(pad_token):
+def _tokenizer(pad_token, special=None):
+    """The course tokenizer; `pad_token` replaces its pad token ("none": no pad token at all);
+    `special="bos"` / `"bos_eos"` makes it add <|im_start|> before (and <|endoftext|> after)
+    every text unless called with add_special_tokens=False."""
+    from tokenizers import processors
     from transformers import AutoTokenizer
 
     from course_lib.paths import DATA_DIR
 
     tok = AutoTokenizer.from_pretrained(str(DATA_DIR / "tokenizer"))
-    if pad_token is not None:
+    if pad_token == "none":
+        tok.pad_token = None
+    elif pad_token is not None:
         tok.pad_token = pad_token
+    if special:
+        bos, eos = "<|im_start|>", "<|endoftext|>"
+        single = f"{bos} $A" + (f" {eos}" if special == "bos_eos" else "")
+        tok.backend_tokenizer.post_processor = processors.TemplateProcessing(
+            single=single, pair=f"{single} $B", special_tokens=[(t, tok.convert_tokens_to_ids(t)) for t in (bos, eos)])
     return tok
 
 
@@ -36,7 +50,8 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
 
     rows = [gsm8k_to_r1_zero(r) for r in _pick(gen, load_problems("arith", "test"), 6)]
     rows.sort(key=lambda r: len(r["prompt"]) + len(r["output"]))
-    case = lambda rs, pad=None: {"prompts": [r["prompt"] for r in rs], "outputs": [r["output"] for r in rs], "pad_token": pad}
+    case = lambda rs, pad=None, special=None: {"prompts": [r["prompt"] for r in rs], "outputs": [r["output"] for r in rs],
+                                               "pad_token": pad, "special": special}
     a, b = _number(gen), _number(gen)
     return [
         ("r1_zero_batch_of_three", case(rows[:3])),
@@ -50,12 +65,20 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
                                     "outputs": ["Hello there", "books and pens"], "pad_token": None}),
         ("empty_output", {"prompts": ["Question: what is 2 + 2?", "Q: 7 * 8"], "outputs": ["", " 56"], "pad_token": None}),
         ("no_padding_needed", {"prompts": [f"{a} +", f"{b} -"], "outputs": [f" {b}", f" {a}"], "pad_token": None}),
+        ("tokenizer_adds_bos", case(rows[:3], special="bos")),
+        ("tokenizer_adds_bos_and_eos", case([rows[4], rows[1]], "<|im_end|>", special="bos_eos")),
+        ("more_prompts_than_outputs", {"prompts": [rows[0]["prompt"], rows[1]["prompt"]], "outputs": [rows[0]["output"]],
+                                       "pad_token": None}),
+        ("tokenizer_without_pad_token", case(rows[:2], "none")),
     ]
 
 
 def call(fn, inputs: dict) -> dict:
-    tokenizer = _tokenizer(inputs["pad_token"])
-    out = fn(list(inputs["prompts"]), list(inputs["outputs"]), tokenizer)
+    tokenizer = _tokenizer(inputs["pad_token"], inputs.get("special"))
+    try:
+        out = fn(list(inputs["prompts"]), list(inputs["outputs"]), tokenizer)
+    except ValueError:
+        return {"raises_value_error": True}
     if not isinstance(out, dict):
         return {"returned a dict": False}
-    return {k: out[k] for k in KEYS if k in out}
+    return {**{k: out[k] for k in KEYS if k in out}, "raises_value_error": False}

@@ -5,9 +5,10 @@
             # k micro-batches of: tokenize_fn -> log_probs_fn -> train_step_fn (backward inside);
             # clip the gradient norm; AdamW step; cosine schedule with linear warmup
 
-The step is `course_lib.sft.sft_train_step` (graded in notebook 05), and its three functions are
-injectable (notebook 05 passes the student's own); they default to the course's reference
-implementations: there is no second copy of the loss here.
+The step is `course_lib.sft.sft_train_step` (graded in notebook 05); it and its three functions
+are injectable (`step_fn`, `tokenize_fn`, `log_probs_fn`, `train_step_fn`: notebook 05 passes the
+student's own, so the trainer runs where the reference step is a stub); they default to the
+course's reference implementations: there is no second copy of the loss here.
 
 Several GPUs: launched with `torchrun --nproc_per_node N -m course_lib.training sft ...`, each
 process holds the policy (DistributedDataParallel) and takes every N-th example of each batch;
@@ -90,6 +91,7 @@ def train_sft(
     tokenize_fn: Callable = tokenize_prompt_and_output,
     log_probs_fn: Callable = get_response_log_probs,
     train_step_fn: Callable = sft_microbatch_train_step,
+    step_fn: Callable = sft_train_step,
     resume: bool = False,
     progress: bool = True,
     on_step: Callable[[dict], None] | None = None,
@@ -105,6 +107,7 @@ def train_sft(
         eval_data: held-out records for evaluation (default: the first `eval_examples` of the
             config's eval split); pass [] to skip evaluation.
         tokenize_fn, log_probs_fn, train_step_fn: the graded functions, injectable.
+        step_fn: one optimizer step, called as `sft_train_step` is (graded in notebook 05).
         resume: continue from the latest checkpoint in `output_dir`.
         on_step: called with each step's metrics (e.g. a notebook's live plot).
     """
@@ -139,9 +142,9 @@ def train_sft(
         t0 = time.perf_counter()
         idx = data_indices(len(examples), cfg.seed, step * cfg.batch_size, cfg.batch_size)[rank::world]
         lr = scheduler.get_last_lr()[0]
-        out = sft_train_step(forward_model, tokenizer, optimizer, [examples[i] for i in idx],
-                             cfg.gradient_accumulation_steps, cfg.max_grad_norm, scheduler,
-                             tokenize_fn, log_probs_fn, train_step_fn)
+        out = step_fn(forward_model, tokenizer, optimizer, [examples[i] for i in idx],
+                      cfg.gradient_accumulation_steps, cfg.max_grad_norm, scheduler,
+                      tokenize_fn, log_probs_fn, train_step_fn)
         # the last good checkpoint is on disk: a non-finite step raises before the next one is saved
         check_finite(out["loss"], "loss", step + 1, cfg.output_dir)
         check_finite(out["grad_norm"], "gradient norm", step + 1, cfg.output_dir)
