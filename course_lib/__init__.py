@@ -1,7 +1,7 @@
 """course_lib: the reference implementation of every graded function of the course.
 
 Each graded function exists once, in a module at this top level (`tokenization`, `gsm8k`,
-`logprobs`, `masking`, `sft`, `grpo`, `rewards`, `kl`); the solution notebooks show this same
+`logprobs`, `masking`, `sft`, `grpo`, `rewards`, `kl`, `softcap`); the solution notebooks show this same
 code and the autograder's hidden cases are generated from it. Everything else lives in rooms:
 
 - `course_lib.training`: configs, model loading, the SFT and GRPO trainers, evaluation, plots, the
@@ -32,10 +32,11 @@ from .grpo import (
     grpo_microbatch_train_step,
     grpo_train_step,
 )
-from .logprobs import compute_entropy, final_logits_softcap, get_response_log_probs, log_probs_from_logits
+from .logprobs import compute_entropy, get_response_log_probs, log_probs_from_logits
 from .masking import masked_mean, masked_normalize
 from .rewards import r1_zero_reward_fn
 from .sft import sft_microbatch_train_step, sft_train_step
+from .softcap import chunked_response_log_probs, final_logits_softcap
 from .tokenization import tokenize_prompt_and_output
 
 # The embedded tiny world (data generator, tiny models); imported lazily by name so that
@@ -58,6 +59,7 @@ def __getattr__(name):
 __all__ = [
     "DataFormatError",
     "as_r1_zero",
+    "chunked_response_log_probs",
     "compute_entropy",
     "compute_group_normalized_rewards",
     "compute_grpo_clip_loss",

@@ -42,18 +42,6 @@ def compute_entropy(logits: torch.Tensor) -> torch.Tensor:
     return -(log_p.exp() * log_p).sum(dim=-1)
 
 
-def final_logits_softcap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
-    """Gemma 2's final-logit soft cap: cap * tanh(logits / cap); unchanged when cap is None or 0.
-
-    Shape-preserving, (..., V) -> (..., V). The Hugging Face config field that turns it on is
-    `final_logit_softcapping` (singular "logit"); Gemma 2's forward already applies it to
-    `.logits`, so apply it yourself only on a path that starts from hidden states.
-    """
-    if not cap:
-        return logits
-    return cap * torch.tanh(logits / cap)
-
-
 class _SelectedLogProb(torch.autograd.Function):
     """log p(label) = logit[label] - logsumexp(logits), chunked over rows in forward and backward.
 
