@@ -72,8 +72,8 @@ print("argmax raw / capped:", z.argmax().item(), capped_by_hand.argmax().item())
 # tensor you are given. A cap of `None` (the config has no such field, or it is switched off) or
 # `0` means *no cap*: return the logits unchanged, and never divide by zero.
 #
-# What the hidden cases check, beyond the self-checks below: caps of 5, 7.5, 15, 20, 30 and 50
-# (one given as an int), logits far beyond the cap (up to $10^4$) and far inside it, any number
+# What the hidden cases check, beyond the self-checks below: caps of 5, 7.5, 10, 15, 20, 30 and
+# 50 (one given as an int), logits far beyond the cap (up to $10^4$) and far inside it, any number
 # of leading dimensions, float64 (stays float64), an empty tensor, `None`, `0` and `0.0`, the
 # gradient through the cap, and that your input is left unchanged.
 
@@ -306,7 +306,7 @@ plt.show()
 # ## Part 5: greedy decoding hides it, sampling exposes it
 #
 # The cap is increasing, so the argmax of the capped and of the raw logits is the same token at
-# every position. Two checks: the argmax at every sampled position, and whole greedy decodings
+# every position. Two checks: the argmax at every position of the rollouts, and whole greedy decodings
 # with the cap switched off in the model's config (the forward then skips it), token for token.
 
 # %%
