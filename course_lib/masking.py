@@ -38,8 +38,15 @@ def masked_mean(tensor: torch.Tensor, mask: torch.Tensor, dim: int | None = None
 
         masked_mean(x, m, dim) = sum_dim(x * m) / sum_dim(m)
 
-    Shapes as in `masked_normalize`. An all-zero mask along `dim` gives 0/0 = NaN, on purpose:
-    a mean of nothing is undefined, and a silent 0 would hide an empty response.
+    Args:
+        tensor: any shape, e.g. (B, T) per-token losses.
+        mask: same shape as `tensor` (or broadcastable), bool or 0/1 of an int or float dtype.
+        dim: the dimension to average over; None averages everything to a scalar.
+
+    Returns:
+        `tensor` averaged over `dim` (shape without `dim`), or a 0-dim tensor when dim is None, in
+        the dtype of `tensor`. An all-zero mask along `dim` gives 0/0 = NaN there, on purpose: a
+        mean of nothing is undefined, and a silent 0 would hide an empty response.
     """
     kept = torch.where(mask.bool(), tensor, 0.0)  # where, not *: see masked_normalize
     count = mask.to(kept.dtype)
