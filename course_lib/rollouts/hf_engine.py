@@ -38,7 +38,7 @@ class HFEngine:
         expanded = [p for p in prompts for _ in range(params.n)]
         gen = None
         if params.seed is not None:
-            gen = torch.Generator(device="cpu").manual_seed(params.seed)
+            gen = torch.Generator(device=self._device()).manual_seed(params.seed)  # where the draws happen
         was_training = self.model.training
         self.model.eval()
         try:
