@@ -117,10 +117,11 @@ def _score(model, tensors: dict, micro: int, log_probs_fn, temperature: float,
 def once_per_pair(reward_fn: Callable) -> Callable:
     """`reward_fn` called once per distinct (response, ground truth) pair; repeats read the result.
 
-    A group often repeats an answer word for word (a third of the demo's responses are
-    distinct), and the answer check (math-verify, about 2 ms a call) is the slowest part of
-    scoring a rollout batch. Exact for a reward that is a function of its two arguments, as
-    `r1_zero_reward_fn` is. Each caller gets its own copy of the result dict.
+    A group often repeats an answer word for word (about 30 of the demo's 128 responses per
+    step are distinct), so scoring a rollout batch takes a few milliseconds instead of 10-40
+    (measured on the tiny SFT model; an answer that is not a plain number goes to math-verify).
+    Exact for a reward that is a function of its two arguments, as `r1_zero_reward_fn` is.
+    Each caller gets its own copy of the result dict.
     """
     seen: dict[tuple[str, str], dict] = {}
 
