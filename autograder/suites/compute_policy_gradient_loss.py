@@ -7,7 +7,7 @@ keyword, and only those a case names (the others keep their default None).
 
 Error cases: an unknown loss_type, or a loss_type without an argument it needs, must raise
 ValueError (or a subclass); the output of such a case is {"raises": "ValueError"}, {"raises":
-"not a ValueError"} or {"raises": None}.
+"other"} (another exception) or {"raises": None}.
 
 What the cases are built to catch: "reinforce_with_baseline" reading raw_rewards (every case
 passes raw_rewards and advantages that differ), "no_baseline" reading advantages, "grpo_clip"
@@ -25,6 +25,9 @@ GRADED = "compute_policy_gradient_loss"
 TOLERANCE = {"atol": 1e-6, "rtol": 1e-5}
 # the three losses are part of the same exercise: calling the course_lib copies does not count
 TRIPWIRE = ["compute_policy_gradient_loss", "compute_naive_policy_gradient_loss", "compute_grpo_clip_loss"]
+# a case stores a short code for a loss_type: the public names are no secret, but a leak check looks
+# for long case strings in the student notebooks, where these names are written
+LOSS_TYPE = {"rwb": "reinforce_with_baseline"}
 
 
 def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
@@ -44,7 +47,8 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
 
     def case(loss_type, B=4, T=7, given=ALL, dtype=torch.float32, expect_error=False):
         t = tensors(B, T, dtype)
-        return {"loss_type": loss_type, "kwargs": {k: t[k] for k in given},
+        code = {v: k for k, v in LOSS_TYPE.items()}.get(loss_type, loss_type)
+        return {"loss_type": code, "kwargs": {k: t[k] for k in given},
                 "policy_log_probs": t["policy_log_probs"], "weights": t["weights"], "expect_error": expect_error}
 
     return [
@@ -74,15 +78,16 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
 def call(fn, inputs: dict) -> dict:
     log_probs = inputs["policy_log_probs"].clone().requires_grad_()
     kwargs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs["kwargs"].items()}
+    loss_type = LOSS_TYPE.get(inputs["loss_type"], inputs["loss_type"])
     if inputs["expect_error"]:
         try:
-            fn(log_probs, inputs["loss_type"], **kwargs)
+            fn(log_probs, loss_type, **kwargs)
         except Exception as e:  # noqa: BLE001 - which exception is the output
-            return {"raises": "ValueError" if isinstance(e, ValueError) else "not a ValueError"}
+            return {"raises": "ValueError" if isinstance(e, ValueError) else "other"}
         return {"raises": None}
-    loss, metadata = fn(log_probs, inputs["loss_type"], **kwargs)
+    loss, metadata = fn(log_probs, loss_type, **kwargs)
     (loss * inputs["weights"]).sum().backward()
     out = {"loss": loss, "grad_policy_log_probs": log_probs.grad}
-    if inputs["loss_type"] == "grpo_clip":
+    if loss_type == "grpo_clip":
         out["clipped"] = metadata["clipped"]
     return out
