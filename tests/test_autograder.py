@@ -3,11 +3,17 @@
 - the comparison: shapes, dtypes, NaN positions, tolerances; its messages never hold expected values;
 - check_hidden: a copy of the reference passes, a function that delegates to course_lib gets no
   credit, a wrong one fails naming the case and the size of the error;
+- every graded cell of every notebook holds a hidden check, and the graded functions of every
+  solution notebook pass their suites in the judge, where the references of their assignment
+  and later are stubs (so a suite whose `call` needs a reference of its own assignment fails here);
+- the sandbox's view: the stubbed course_lib, no solutions, lessons, notebooks, tests, hidden
+  cases or git history; the output and process limits of `run_limited`;
 - the grading command, on every assignment of solutions/: the solutions as a submission get full
   marks, the untouched release 0 for every graded cell;
 - the grading command on a small synthetic assignment: a looping, a crashing, a memory-hungry and a
   hostile submission (it disarms check_hidden and looks for the hidden cases) each get a clear
-  status and no points, while a correct one next to them gets full marks.
+  status and no points, while a correct one next to them gets full marks. (The full exploit
+  catalogue is tests/test_exploits.py.)
 """
 
 from __future__ import annotations
@@ -111,6 +117,94 @@ def test_check_hidden_passes_fails_and_refuses_the_reference(hidden_cases):
     assert "calls the reference course_lib.extract_gsm8k_answer (no credit)" in str(delegated.value)
 
 
+# ---------------------------------------------------------------- every graded point through the judge
+def test_every_graded_cell_calls_check_hidden():
+    from autograder.grade import HIDDEN_CALL
+
+    for path in sorted((ROOT / "solutions").glob("[0-9][0-9]/*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("grade"):
+                assert HIDDEN_CALL.search(cell.source), f"{path.name}: graded cell {meta['grade_id']} has no check_hidden call"
+
+
+def solution_function(suite: str):
+    """The graded function of `suite` as its solution notebook defines it (pickled by value)."""
+    from autograder.assignments import assignment_of
+    from autograder.engine import load_suite
+    from course_lib.selfcheck import _notebook_definitions
+
+    graded = load_suite(suite).GRADED
+    assignment = assignment_of(graded)
+    if assignment is None or not (ROOT / "solutions" / assignment).is_dir():
+        return None
+    namespace, _ = _notebook_definitions(next((ROOT / "solutions" / assignment).glob("*.ipynb")))
+    return namespace.get(graded)
+
+
+@pytest.mark.slow
+def test_solutions_pass_their_suites_where_the_references_are_stubs(hidden_cases):
+    import cloudpickle
+
+    from autograder.judge import format_report, judge
+
+    checked = []
+    for name in suite_names():
+        fn = solution_function(name)
+        if fn is None:
+            continue
+        report = judge(name, cloudpickle.dumps(fn))
+        assert report["passed"], format_report(report)
+        checked.append(name)
+    assert len(checked) >= 11, checked
+
+
+PROBE = r"""
+import json, os, pathlib, course_lib, course_lib.logprobs, inspect
+repo = pathlib.Path(course_lib.__file__).resolve().parent.parent
+seen = {p: (repo / p).exists() and any((repo / p).iterdir()) for p in
+        ["solutions", "lessons", "notebooks", "tests", ".git", "autograder/hidden", "autograder/suites", "data", "course_lib"]}
+seen["stub"] = "NotImplementedError" in inspect.getsource(course_lib.logprobs.compute_entropy)
+seen["early_reference"] = "NotImplementedError" not in inspect.getsource(course_lib.extract_gsm8k_answer)
+print(json.dumps(seen))
+"""
+
+
+def test_the_sandbox_shows_the_stubbed_library_and_hides_the_rest(hidden_cases):
+    import subprocess
+    import sys
+
+    from autograder.judge import stubbed_course_lib
+    from autograder.sandbox import sandbox_available, sandboxed
+
+    if not sandbox_available():
+        pytest.skip("bubblewrap is not available")
+    cmd = sandboxed([sys.executable, "-c", PROBE], hide=[ROOT / "autograder" / "hidden"],
+                    course_lib=stubbed_course_lib("compute_entropy"))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen == {"solutions": False, "lessons": False, "notebooks": False, "tests": False, ".git": False,
+                    "autograder/hidden": False, "autograder/suites": True, "data": True, "course_lib": True,
+                    "stub": True, "early_reference": True}, seen
+
+
+def test_run_limited_stops_output_floods_and_fork_bombs(tmp_path):
+    import sys
+
+    from autograder.sandbox import ProcessLimit, run_limited
+
+    flood = run_limited([sys.executable, "-c", "import os\nfor _ in range(64): os.write(1, b'x' * 2**20)"],
+                        timeout=60, memory_bytes=None, file_bytes=2**20)
+    assert "output" in flood.hit and len(flood.stdout) <= 2**20 and flood.returncode != 0
+    if ProcessLimit(4).kind != "cgroup":
+        pytest.skip("no pids cgroup here: the process limit is RLIMIT_NPROC (or none for root), not observable")
+    bomb = ("import os, time\nn = 0\nfor _ in range(100):\n    try:\n        if os.fork() == 0:\n"
+            "            time.sleep(5); os._exit(0)\n        n += 1\n    except OSError:\n        break\nprint(n)")
+    limited = run_limited([sys.executable, "-c", bomb], timeout=60, memory_bytes=None, max_processes=20)
+    assert "processes" in limited.hit and int(limited.stdout) < 20, limited
+
+
 # ---------------------------------------------------------------- the grading command
 def grade(assignment, course, **kwargs):
     from autograder.grade import grade as run
@@ -211,7 +305,7 @@ def test_grading_survives_looping_crashing_and_hostile_submissions(tmp_path, hid
     assert rows["loops"]["status"] == "timeout" and rows["loops"]["score"] == 0, rows["loops"]
     assert rows["empty"]["status"] == "no notebook" and rows["empty"]["score"] == 0
     assert rows["crashes"]["status"] == "crashed" and rows["crashes"]["score"] == 0, rows["crashes"]
-    assert rows["hogs_memory"]["score"] == 0, rows["hogs_memory"]
+    assert rows["hogs_memory"]["status"] == "out of memory" and rows["hogs_memory"]["score"] == 0, rows["hogs_memory"]
     hostile = rows["hostile"]
     # the kernel disarmed check_hidden, so nbgrader saw a passing cell; the judge's verdict still rules
     assert hostile["cells"]["small:visible"] == 1, hostile  # a visible check it really passes

@@ -18,12 +18,11 @@ def _tokenizer(pad_token, special=None):
     """The course tokenizer; `pad_token` replaces its pad token ("none": no pad token at all);
     `special="bos"` / `"bos_eos"` makes it add <|im_start|> before (and <|endoftext|> after)
     every text unless called with add_special_tokens=False."""
+    import copy
+
     from tokenizers import processors
-    from transformers import AutoTokenizer
 
-    from course_lib.paths import DATA_DIR
-
-    tok = AutoTokenizer.from_pretrained(str(DATA_DIR / "tokenizer"))
+    tok = copy.deepcopy(_course_tokenizer())
     if pad_token == "none":
         tok.pad_token = None
     elif pad_token is not None:
@@ -34,6 +33,20 @@ def _tokenizer(pad_token, special=None):
         tok.backend_tokenizer.post_processor = processors.TemplateProcessing(
             single=single, pair=f"{single} $B", special_tokens=[(t, tok.convert_tokens_to_ids(t)) for t in (bos, eos)])
     return tok
+
+
+_LOADED = []
+
+
+def _course_tokenizer():
+    """The course tokenizer, loaded once per process (each case changes a copy of it)."""
+    if not _LOADED:
+        from transformers import AutoTokenizer
+
+        from course_lib.paths import DATA_DIR
+
+        _LOADED.append(AutoTokenizer.from_pretrained(str(DATA_DIR / "tokenizer")))
+    return _LOADED[0]
 
 
 def _pick(gen, items, k):

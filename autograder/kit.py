@@ -1,0 +1,291 @@
+"""The student kit of an assignment: what the students of assignment NN get, and its leak check.
+
+    make student-kit ASSIGNMENT=03 OUT=DIR          # = python -m autograder.kit 03 --out DIR
+
+writes DIR/ and DIR.zip:
+
+    README.md Makefile requirements.txt pyproject.toml    the kit's own (make setup, make lab, make check)
+    notebooks/01 .. notebooks/NN     the release notebooks up to NN (from notebooks/)
+    course_lib/                      every graded name of assignment NN or later a stub raising
+                                     NotImplementedError that names its notebook (autograder.stubs);
+                                     the references of earlier assignments stay (their deadlines passed)
+    data/ configs/                   the tiny world and the training configurations
+    practice/MM/<suite>.pt           practice cases of notebooks MM <= NN: inputs drawn with the public
+                                     seed, expected outputs from the reference (the only expected values
+                                     in the kit); practice/manifest.json says which suites each notebook has
+    autograder/                      what `make check` needs: the comparison (engine), the runner, the
+                                     judge's report, `practice`, and harness/<suite>.py: each suite's
+                                     `call` and settings without `make_inputs`
+
+and nothing else: no solutions/, lessons/, suites, hidden cases, tests or git history.
+`leaks(path, assignment)` lists every line of a reference body of an open assignment found in
+a kit folder or zip (notebooks read cell by cell, zips and torch files member by member); a
+test builds the kit of every assignment and requires none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import io
+import json
+import re
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+
+from .assignments import REPO_ROOT, assignments, open_names
+from .stubs import COURSE_LIB, IGNORE, module_path, write_stubbed
+
+TEMPLATES = Path(__file__).resolve().parent / "kit_template"
+NOTEBOOKS = REPO_ROOT / "notebooks"
+SOLUTIONS = REPO_ROOT / "solutions"
+# the autograder modules a kit carries (what `make check` runs)
+KIT_AUTOGRADER = ("engine.py", "runner.py", "judge.py", "sandbox.py", "practice.py")
+DEV_REQUIREMENTS = ("pytest", "pytest-xdist", "hypothesis", "playwright", "nbgrader")
+MIN_SECRET_CHARS = 16  # shorter body lines ("return loss", "else:") prove nothing
+
+
+# ---------------------------------------------------------------- building
+def harness_source(suite_source: str) -> str:
+    """A suite without `make_inputs` (and its docstring kept): how a function is called, not how
+    hidden inputs are drawn."""
+    tree = ast.parse(suite_source)
+    lines = suite_source.splitlines(keepends=True)
+    for node in reversed(tree.body):
+        if isinstance(node, ast.FunctionDef) and node.name == "make_inputs":
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+            del lines[start:node.end_lineno]
+    text = "".join(lines)
+    text = re.sub(r"\n{4,}", "\n\n\n", text)
+    compile(text, "<harness>", "exec")
+    return text
+
+
+def notebook_suites(assignment: str) -> dict[str, str]:
+    """{suite: graded function} of the hidden checks of assignment NN's source notebook."""
+    from .engine import load_suite
+    from .grade import hidden_gates
+
+    names = sorted({n for ns in hidden_gates(SOLUTIONS / assignment).values() for n in ns})
+    return {n: load_suite(n).GRADED for n in names}
+
+
+_PRACTICE: dict[tuple[str, int], dict] = {}
+
+
+def practice_cases(suite: str, seed: int) -> dict:
+    """A suite's practice cases for `seed` (computed once per process: kits of later assignments
+    hold the same files for the same notebooks)."""
+    from .engine import make_suite_cases
+
+    if (suite, seed) not in _PRACTICE:
+        data = make_suite_cases(suite, seed)
+        _PRACTICE[(suite, seed)] = {"suite": suite, "graded": data["graded"], "seed": seed,
+                                    "cases": [{"name": c["name"], "inputs": c["inputs"], "expected": c["expected"]}
+                                              for c in data["cases"]]}
+    return _PRACTICE[(suite, seed)]
+
+
+def kit_requirements() -> str:
+    lines = []
+    for line in (REPO_ROOT / "requirements-cpu.txt").read_text(encoding="utf-8").splitlines():
+        name = re.split(r"[<>=\[ ;]", line.strip(), maxsplit=1)[0]
+        if name and not line.lstrip().startswith("#") and name in DEV_REQUIREMENTS:
+            continue
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def build_kit(assignment: str, out: Path, seed: int | None = None, make_zip: bool = True) -> Path:
+    """Write the kit of `assignment` to `out` (replaced if it exists) and `out`.zip."""
+    from .engine import save_cases
+    from .practice import PUBLIC_SEED
+
+    seed = PUBLIC_SEED if seed is None else seed
+    known = assignments()
+    if assignment not in known:
+        raise SystemExit(f"no lesson for assignment {assignment!r} (known: {', '.join(known)})")
+    included = [a for a in known if a <= assignment and (NOTEBOOKS / a).is_dir()]
+    out = Path(out).resolve()
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    for a in included:
+        shutil.copytree(NOTEBOOKS / a, out / "notebooks" / a, ignore=IGNORE)
+    write_stubbed(out, open_names(assignment), COURSE_LIB)
+    shutil.copytree(REPO_ROOT / "data", out / "data", ignore=IGNORE)
+    shutil.copytree(REPO_ROOT / "configs", out / "configs", ignore=IGNORE)
+    # the autograder of `make check`: no suites, no hidden cases, no grading command
+    kit_ag = out / "autograder"
+    (kit_ag / "harness").mkdir(parents=True)
+    (kit_ag / "__init__.py").write_text('"""What `make check` runs: practice cases through the judge\'s harness and comparison."""\n',
+                                        encoding="utf-8")
+    for name in KIT_AUTOGRADER:
+        shutil.copy(REPO_ROOT / "autograder" / name, kit_ag / name)
+    (kit_ag / "harness" / "__init__.py").write_text('"""How each graded function is called: the suites without their case generators."""\n',
+                                                    encoding="utf-8")
+    manifest = {}
+    for a in included:
+        suites = notebook_suites(a)
+        manifest[a] = {"notebook": sorted(p.name for p in (NOTEBOOKS / a).glob("*.ipynb")), "suites": suites}
+        for suite in suites:
+            source = (REPO_ROOT / "autograder" / "suites" / f"{suite}.py").read_text(encoding="utf-8")
+            (kit_ag / "harness" / f"{suite}.py").write_text(harness_source(source), encoding="utf-8")
+            save_cases(practice_cases(suite, seed), out / "practice" / a / f"{suite}.pt")
+    (out / "practice").mkdir(exist_ok=True)
+    (out / "practice" / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    for name in ("README.md", "Makefile"):
+        text = (TEMPLATES / name).read_text(encoding="utf-8")
+        text = text.replace("{assignment}", assignment).replace("{first}", included[0])
+        (out / name).write_text(text, encoding="utf-8")
+    (out / "requirements.txt").write_text(kit_requirements(), encoding="utf-8")
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    pyproject = pyproject.split("[tool.pytest.ini_options]")[0].rstrip() + "\n"
+    (out / "pyproject.toml").write_text(pyproject, encoding="utf-8")
+    if make_zip:
+        zip_path = out.with_suffix(".zip")
+        zip_path.unlink(missing_ok=True)
+        shutil.make_archive(str(out), "zip", root_dir=out.parent, base_dir=out.name)
+    return out
+
+
+# ---------------------------------------------------------------- the leak check
+def _body_lines(source: str, names: dict[str, str]) -> set[str]:
+    """Stripped lines of the bodies (after docstrings) of `names` in a module source, and of graded constants."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    out = set()
+
+    def body(node):
+        stmts = node.body
+        if stmts and isinstance(stmts[0], ast.Expr) and isinstance(getattr(stmts[0], "value", None), ast.Constant) \
+                and isinstance(stmts[0].value.value, str):
+            stmts = stmts[1:]
+        if stmts:
+            first = min([stmts[0].lineno] + [d.lineno for d in getattr(stmts[0], "decorator_list", [])])
+            out.update(line.strip() for line in lines[first - 1:node.end_lineno])
+
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names:
+            body(node)
+        elif isinstance(node, ast.ClassDef) and node.name in names:
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    body(item)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id in names for t in targets):
+                out.update(line.strip() for line in lines[node.lineno - 1:node.end_lineno])
+    return out
+
+
+def _public_text(assignment: str, harnesses: bool = True) -> str:
+    """What the course shows anyway: the stubbed course_lib of `assignment`, the solution
+    notebooks up to it without their solution regions (what nbgrader releases) and, unless
+    `harnesses=False`, the harnesses of their suites (how each function is called: a suite may
+    share a line with a reference, e.g. `if loss_type == "grpo_clip":`; `harness_leaks` checks
+    that none holds more than such a line)."""
+    import tempfile
+
+    parts = []
+    if harnesses:
+        for a in assignments():
+            if a <= assignment and (SOLUTIONS / a).is_dir():
+                for suite in notebook_suites(a):
+                    source = (REPO_ROOT / "autograder" / "suites" / f"{suite}.py").read_text(encoding="utf-8")
+                    parts.append(harness_source(source))
+    with tempfile.TemporaryDirectory() as tmp:
+        stub = write_stubbed(Path(tmp), open_names(assignment), COURSE_LIB)
+        parts += [p.read_text(encoding="utf-8") for p in sorted(stub.rglob("*.py"))]
+    for a in assignments():
+        if a <= assignment:
+            for path in sorted((SOLUTIONS / a).glob("*.ipynb")):
+                for cell in nbformat.read(path, as_version=4).cells:
+                    parts.append(re.sub(r"### BEGIN SOLUTION.*?### END SOLUTION", "", cell.source, flags=re.S))
+    return "\n".join(parts)
+
+
+def secret_lines(assignment: str, harnesses_public: bool = True) -> set[str]:
+    """Lines of the reference bodies of the open assignments of `assignment` that nothing public
+    shows (a line found anywhere in the public text, e.g. `optimizer.step()` in a docstring, is
+    no secret)."""
+    by_module: dict[str, dict[str, str]] = {}
+    for g in open_names(assignment):
+        by_module.setdefault(g.module, {})[g.name] = g.assignment
+    lines = set()
+    for module, names in by_module.items():
+        lines |= _body_lines(module_path(module, REPO_ROOT).read_text(encoding="utf-8"), names)
+    public = _public_text(assignment, harnesses_public)
+    return {line for line in lines if len(line) >= MIN_SECRET_CHARS and not line.startswith("#") and line not in public}
+
+
+def harness_leaks(assignment: str) -> dict[str, list[str]]:
+    """{suite: the reference-body lines of open assignments its harness holds}, for the suites of
+    the notebooks up to `assignment`: a harness may share one line with a reference (how it calls
+    the function), never a block of them."""
+    secrets = secret_lines(assignment, harnesses_public=False)
+    out = {}
+    for a in assignments():
+        if a <= assignment and (SOLUTIONS / a).is_dir():
+            for suite in notebook_suites(a):
+                text = harness_source((REPO_ROOT / "autograder" / "suites" / f"{suite}.py").read_text(encoding="utf-8"))
+                out[suite] = sorted(line for line in secrets if line in text)
+    return out
+
+
+def _texts(name: str, data: bytes):
+    """(where, text) of a file's content: the raw bytes, a notebook's cell sources, a zip's members."""
+    yield name, data.decode("latin-1")
+    if name.endswith(".ipynb"):
+        try:
+            nb = nbformat.reads(data.decode("utf-8"), as_version=4)
+            yield name, "\n".join(c.source for c in nb.cells)
+        except Exception:  # noqa: BLE001 - not a notebook after all: the raw bytes were scanned
+            pass
+    if data[:4] == b"PK\x03\x04":
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as z:
+                for member in z.namelist():
+                    yield from _texts(f"{name}!{member}", z.read(member))
+        except zipfile.BadZipFile:
+            pass
+
+
+def leaks(path: Path, assignment: str, secrets: set[str] | None = None) -> list[tuple[str, str]]:
+    """(file, line) for every secret line of `assignment` found in a kit folder or zip."""
+    secrets = secret_lines(assignment) if secrets is None else secrets
+    path = Path(path)
+    files = [(str(p.relative_to(path)), p.read_bytes()) for p in sorted(path.rglob("*")) if p.is_file()] \
+        if path.is_dir() else [(path.name, path.read_bytes())]
+    found = []
+    for name, data in files:
+        for where, text in _texts(name, data):
+            found += [(where, line) for line in secrets if line in text]
+    return sorted(set(found))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("assignment", help="the assignment the kit is for, e.g. 03")
+    parser.add_argument("--out", type=Path, required=True, help="the kit folder to write (DIR.zip next to it)")
+    parser.add_argument("--no-zip", action="store_true")
+    args = parser.parse_args(argv)
+    assignment = args.assignment.zfill(2)
+    out = build_kit(assignment, args.out, make_zip=not args.no_zip)
+    found = leaks(out, assignment) + ([] if args.no_zip else leaks(out.with_suffix(".zip"), assignment))
+    if found:
+        print("the kit holds lines of reference bodies of open assignments:", *[f"{f}: {line}" for f, line in found[:20]],
+              sep="\n  ", file=sys.stderr)
+        return 1
+    print(f"wrote {out}" + ("" if args.no_zip else f" and {out.with_suffix('.zip')}") +
+          f": notebooks {', '.join(sorted(p.name for p in (out / 'notebooks').iterdir()))}, "
+          f"stubs for {', '.join(g.name for g in open_names(assignment))}; no reference line of an open assignment")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

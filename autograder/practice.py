@@ -1,0 +1,143 @@
+"""Practice cases: run your graded functions of a notebook before you submit, as the grader will.
+
+    make check NB=02                          # in the student kit or in the repository
+    python -m autograder.practice 02 [--notebook PATH] [--seed N]
+
+Your functions are taken from your notebook (`notebooks/NN/*.ipynb`: its graded cells and the
+cells before them that only define things, as `course_lib.selfcheck.your_functions` does) and
+run, each in a fresh process, on practice cases of the very kinds the hidden cases have: the
+same suites, drawn with a public seed instead of the grader's secret one, with expected values
+computed from the reference. The report has the judge's format (case names and the size of
+each error). Only the draws differ from grading, so a hidden failure is never a surprise about
+the contract.
+
+In a student kit the practice cases are files (`practice/NN/<suite>.pt`, made when the kit was
+built: the only place expected values live there) and each suite is its harness alone
+(`autograder/harness/`: how a function is called, without how hidden inputs are drawn). In the
+repository they are generated from `autograder/suites/` and `course_lib` into
+`build/practice/` (git-ignored), and your function runs where the references of the open
+assignments are stubs, as when graded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PRACTICE = ROOT / "practice"  # a student kit's practice cases
+PUBLIC_SEED = 0
+
+
+def in_kit() -> bool:
+    return (PRACTICE / "manifest.json").is_file()
+
+
+def manifest() -> dict:
+    """{"NN": {"suites": {suite: graded function name}}} of the kit, or of the repository's solutions."""
+    if in_kit():
+        return json.loads((PRACTICE / "manifest.json").read_text(encoding="utf-8"))
+    from .grade import hidden_gates
+    from .engine import load_suite
+
+    out = {}
+    for folder in sorted((ROOT / "solutions").glob("[0-9][0-9]")):
+        names = sorted({n for ns in hidden_gates(folder).values() for n in ns})
+        out[folder.name] = {"suites": {n: load_suite(n).GRADED for n in names}}
+    return out
+
+
+def practice_cases(suite: str, assignment: str, seed: int = PUBLIC_SEED) -> list[dict]:
+    """The practice cases of one suite: the kit's file, or generated (and cached) in the repository."""
+    import torch
+
+    if in_kit():
+        return torch.load(PRACTICE / assignment / f"{suite}.pt", weights_only=False)["cases"]
+    from .engine import fingerprint, make_suite_cases, save_cases
+
+    path = ROOT / "build" / "practice" / f"seed{seed}" / f"{suite}.pt"
+    if path.is_file():
+        data = torch.load(path, weights_only=False)
+        if data.get("fingerprint") == fingerprint(suite):
+            return data["cases"]
+    data = make_suite_cases(suite, seed)
+    save_cases(data, path)
+    return data["cases"]
+
+
+def student_functions(assignment: str, notebook: Path | None = None) -> tuple[dict, set[str], str | None]:
+    """(namespace, unfinished names, why it failed) of the student's notebook of `assignment`."""
+    from course_lib.selfcheck import _notebook_definitions
+
+    if notebook is None:
+        found = sorted((ROOT / "notebooks" / assignment).glob("*.ipynb"))
+        if not found:
+            return {}, set(), f"no notebook in notebooks/{assignment}/"
+        notebook = found[0]
+    try:
+        namespace, unfinished = _notebook_definitions(notebook)
+    except Exception as e:  # noqa: BLE001 - the student's notebook, whatever it holds
+        return {}, set(), f"{Path(notebook).name} failed to run ({type(e).__name__}: {e})"
+    return namespace, unfinished, None
+
+
+def check(assignment: str, notebook: Path | None = None, seed: int = PUBLIC_SEED) -> list[dict]:
+    """Run every graded function of the notebook on its practice cases; the judge's reports."""
+    import cloudpickle
+
+    from .engine import SUITES, suite_settings, load_suite
+    from .judge import run_cases, stubbed_course_lib
+
+    suites = manifest().get(assignment, {}).get("suites", {})
+    if not suites:
+        raise SystemExit(f"no graded notebook {assignment!r} here (known: {', '.join(manifest()) or 'none'})")
+    namespace, unfinished, why = student_functions(assignment, notebook)
+    package = "autograder.harness" if in_kit() else SUITES
+    reports = []
+    for suite, graded in suites.items():
+        report = {"name": suite, "kind": "practice", "cases": [], "passed": False}
+        if why or graded not in namespace:
+            report["problem"] = why or f"{graded} is not defined in your notebook"
+        elif graded in unfinished:
+            report["problem"] = f"{graded} is still the NotImplementedError stub"
+        else:
+            settings = suite_settings(load_suite(suite, package))
+            fn_bytes = cloudpickle.dumps(namespace[graded])
+            cases = practice_cases(suite, assignment, seed)
+            if in_kit():  # the kit's course_lib is already the stubbed one
+                report = run_cases(suite, fn_bytes, cases, settings, package=package, sandbox=False, root=ROOT)
+            else:
+                report = run_cases(suite, fn_bytes, cases, settings, course_lib=stubbed_course_lib(suite, assignment))
+            report["kind"] = "practice"
+        reports.append(report)
+    return reports
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .judge import format_report
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("assignment", nargs="?", help="the notebook, e.g. 02")
+    parser.add_argument("--notebook", type=Path, default=None, help="the notebook file (default: notebooks/NN/*.ipynb)")
+    parser.add_argument("--seed", type=int, default=PUBLIC_SEED,
+                        help="another draw of practice cases (repository only; a kit has its seed's files)")
+    args = parser.parse_args(argv)
+    if not args.assignment:
+        parser.error(f"which notebook? e.g. make check NB=02 (graded notebooks here: {', '.join(manifest())})")
+    assignment = args.assignment.zfill(2)
+    if in_kit() and args.seed != PUBLIC_SEED:
+        parser.error("a student kit holds the practice cases of one seed only")
+    reports = check(assignment, args.notebook, args.seed)
+    print(f"notebook {assignment}: practice cases (public seed {args.seed}; the grader's hidden cases are other "
+          f"draws of the same kinds)")
+    for report in reports:
+        print(format_report(report))
+    passed = sum(r["passed"] for r in reports)
+    print(f"{passed} of {len(reports)} graded functions pass all their practice cases")
+    return 0 if passed == len(reports) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
