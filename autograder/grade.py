@@ -128,12 +128,12 @@ def outcome(rc: int | None, hit: frozenset, log: str, scores, work: Path, timeou
             continue
         errors |= {o.get("ename", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
                    if o.get("output_type") == "error"}
-    if rc is None:
-        return "timeout", [f"stopped after {timeout:.0f} s (an endless loop or a very slow cell?)"]
     if "output" in hit:
         return "output flood", [f"the output reached the limit of {OUTPUT_LIMIT // 2**20} MiB per file; the run was stopped"]
     if "processes" in hit:
         return "too many processes", ["the submission reached the process limit (a fork bomb?)"]
+    if rc is None:
+        return "timeout", [f"stopped after {timeout:.0f} s (an endless loop or a very slow cell?)"]
     if "MemoryError" in errors or "MemoryError" in log:
         return "out of memory", ["a cell ran out of memory (the limit is per process)"]
     if scores is None:

@@ -33,6 +33,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -236,6 +237,7 @@ def run_limited(cmd: list[str], *, input: bytes | None = None, timeout: float, m
     stderr to another ("keep"), to the same ("stdout") or nowhere ("discard"), so what comes
     back is bounded by `file_bytes`. Returns a `Limited`."""
     processes = ProcessLimit(max_processes)
+    hit = set()
     with tempfile.TemporaryDirectory(prefix="course-run-") as tmp:
         out_path = Path(stdout_path) if stdout_path else Path(tmp) / "stdout"
         err_path = Path(tmp) / "stderr"
@@ -244,25 +246,45 @@ def run_limited(cmd: list[str], *, input: bytes | None = None, timeout: float, m
                 proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                                         stdout=out_f, stderr=out_f if stderr == "stdout" else err_f, cwd=cwd, env=env,
                                         preexec_fn=limiter(memory_bytes, file_bytes, processes))
-                try:
-                    proc.communicate(input=input, timeout=timeout)
-                    rc = proc.returncode
-                except subprocess.TimeoutExpired:
-                    kill_tree(proc)
-                    proc.communicate()
-                    rc = None
-                except BrokenPipeError:  # it stopped reading its input: it died or exited early
-                    proc.wait(timeout=timeout)
-                    rc = proc.returncode
+                if input is not None:
+                    threading.Thread(target=_feed, args=(proc.stdin, input), daemon=True).start()
+                rc, flooded = _wait(proc, timeout, file_bytes, [out_path] + ([err_path] if stderr == "keep" else []))
+                if flooded:
+                    hit.add("output")
                 kill_tree(proc)  # daemons it left behind in its session
         finally:
-            hit = {"processes"} if processes.was_hit() else set()
+            if processes.was_hit():
+                hit.add("processes")
             processes.close()
         out = out_path.read_bytes()
         err = err_path.read_bytes() if stderr == "keep" and err_path.exists() else b""
     if file_bytes and (len(out) >= file_bytes or len(err) >= file_bytes):
         hit.add("output")
     return Limited(rc, out, err, frozenset(hit))
+
+
+def _feed(stdin, data: bytes) -> None:
+    try:
+        stdin.write(data)
+        stdin.close()
+    except (BrokenPipeError, OSError):  # it stopped reading: it died or exited early
+        pass
+
+
+def _wait(proc: subprocess.Popen, timeout: float, file_bytes: int | None, outputs: list[Path]) -> tuple[int | None, bool]:
+    """Wait for `proc`; kill its tree at the deadline (returncode None) or as soon as one of its
+    output files reaches `file_bytes` (an output flood: no use waiting for the deadline)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return proc.wait(timeout=0.25), False
+        except subprocess.TimeoutExpired:
+            pass
+        flooded = bool(file_bytes) and any(p.exists() and p.stat().st_size >= file_bytes for p in outputs)
+        if flooded or time.monotonic() > deadline:
+            kill_tree(proc)
+            proc.wait()
+            return (proc.returncode if flooded else None), flooded
 
 
 def kill_tree(proc: subprocess.Popen) -> None:
