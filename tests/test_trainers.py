@@ -110,7 +110,10 @@ def test_grpo_runs_and_logs_every_metric(tok, loss_type):
     assert len(train) == 2
     for key in ("loss", "grad_norm", "token_entropy", "clip_fraction", "train_reward", "format_reward",
                 "answer_reward", "response_length", "step_time"):
-        assert key in train[0] and isinstance(train[0][key], float), key
+        value = train[0].get(key)
+        # the update scores only rows of non-zero weight, and token entropy is measured on them: with a
+        # random model every reward is 0, no row is scored, and the entropy is not measured (NaN)
+        assert isinstance(value, float) or (key == "token_entropy" and value == "nan"), key
 
 
 def test_grpo_clip_on_policy_ratio_is_one_at_temperature(tok):

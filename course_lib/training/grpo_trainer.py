@@ -105,6 +105,8 @@ def _score(model, tensors: dict, micro: int, log_probs_fn, temperature: float,
     out = torch.zeros_like(tensors["labels"], dtype=torch.float32)
     if rows is None:
         rows = torch.arange(tensors["labels"].shape[0], device=tensors["labels"].device)
+    if len(rows) == 0:
+        return out
     mask = tensors["response_mask"][rows]
     rows = rows[(mask.shape[1] - mask.flip(-1).long().argmax(-1)).argsort(stable=True)]
     for chunk in rows.split(micro):
