@@ -24,6 +24,14 @@ are refused by name: `make_engine("fast", ...)` then falls back to `HFEngine` an
 
 It shares the policy's parameters (it reads them at every `generate`), so it is always in sync
 and `load_weights` has nothing to copy; it keeps `interface`'s contract exactly as `HFEngine`.
+
+Measured, one CPU thread, the tiny SFT model, 16 prompts x 8 samples of up to 100 tokens (CPU
+seconds): HF engine 2.4, this engine 0.9 (of which prefilling each distinct prompt once instead
+of eight times saves 0.6). Not taken: `torch.compile(dynamic=True)` of `_Network.forward`
+(1.2-1.3 s a batch after about 10 CPU-seconds of compiling, against 1.1 s eager: the step is
+bound by the attention over the cache and the matrix products, not by Python), and attention
+over a prompt shared by the whole batch (it would change float rounding, so no longer give the
+HF engine's exact tokens).
 """
 
 from __future__ import annotations
