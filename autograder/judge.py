@@ -82,16 +82,21 @@ def stubbed_course_lib(name: str, assignment: str | None = None) -> Path:
     return stub_tree(target, extra) / "course_lib"
 
 
-def run_cases(name: str, fn_bytes: bytes, cases: list[dict], settings: dict, *, package: str = SUITES,
+def run_cases(name: str, fn_bytes: bytes | list[bytes], cases: list[dict], settings: dict, *, package: str = SUITES,
               course_lib: Path | None = None, hide: list[Path] = (), sandbox: bool = True,
-              root: Path = REPO_ROOT) -> dict:
+              root: Path = REPO_ROOT) -> dict | list[dict]:
     """Run the student's function on `cases` (dicts with name, inputs, expected) in a fresh runner
-    process and compare; the report holds case names and error sizes only."""
+    process and compare; the report holds case names and error sizes only.
+
+    Given a list of functions, they run in turn in one runner process (with the time limit
+    multiplied by their number) and a list of reports comes back: a bulk check for the tests."""
     import torch
 
+    many = isinstance(fn_bytes, list)
     payload = {
-        "suite": name, "fn": fn_bytes, "tripwire": settings["tripwire"], "package": package,
+        "suite": name, "tripwire": settings["tripwire"], "package": package,
         "cases": [{"name": c["name"], "inputs": c["inputs"]} for c in cases],
+        **({"fns": fn_bytes} if many else {"fn": fn_bytes}),
     }
     buffer = io.BytesIO()
     torch.save(payload, buffer)
@@ -105,22 +110,35 @@ def run_cases(name: str, fn_bytes: bytes, cases: list[dict], settings: dict, *, 
         env = unsandboxed_env(env, course_lib)
         if not sandbox_available():
             report["unsandboxed"] = True
-    result = run_limited(cmd, input=buffer.getvalue(), timeout=settings["timeout"], memory_bytes=RUNNER_MEMORY,
+    timeout = settings["timeout"] * (len(fn_bytes) if many else 1)
+    result = run_limited(cmd, input=buffer.getvalue(), timeout=timeout, memory_bytes=RUNNER_MEMORY,
                          cwd=root, env=env, stderr="discard", max_processes=RUNNER_PROCESSES,
                          file_bytes=RUNNER_OUTPUT)
+    problem, results = None, None
     if result.returncode is None:
-        report["problem"] = f"timed out after {settings['timeout']:.0f} s on the hidden cases"
-        return report
-    if "output" in result.hit:
-        report["problem"] = "the fresh process running the function wrote more than the output limit"
-        return report
-    try:
-        results = torch.load(io.BytesIO(result.stdout), weights_only=True)["results"]
-        by_name = {r["name"]: r for r in results}
-    except Exception:  # noqa: BLE001 - a crashed or hostile runner
-        why = "; it started too many processes" if "processes" in result.hit else ""
-        report["problem"] = f"the fresh process running the function crashed (exit status {result.returncode}){why}"
-        return report
+        problem = f"timed out after {timeout:.0f} s on the hidden cases"
+    elif "output" in result.hit:
+        problem = "the fresh process running the function wrote more than the output limit"
+    else:
+        try:
+            loaded = torch.load(io.BytesIO(result.stdout), weights_only=True)
+            results = loaded["results_many"] if many else [loaded["results"]]
+        except Exception:  # noqa: BLE001 - a crashed or hostile runner
+            why = "; it started too many processes" if "processes" in result.hit else ""
+            problem = f"the fresh process running the function crashed (exit status {result.returncode}){why}"
+    reports = []
+    for i in range(len(fn_bytes) if many else 1):
+        one = {**report, "cases": []}
+        if problem is not None:
+            one["problem"] = problem
+        else:
+            _compare_into(one, results[i], cases, settings)
+        reports.append(one)
+    return reports if many else reports[0]
+
+
+def _compare_into(report: dict, results: list[dict], cases: list[dict], settings: dict) -> None:
+    by_name = {r["name"]: r for r in results}
     for case in cases:
         got = by_name.get(case["name"])
         if got is None:
@@ -134,12 +152,12 @@ def run_cases(name: str, fn_bytes: bytes, cases: list[dict], settings: dict, *, 
                 problems = [f"outputs could not be compared ({type(e).__name__})"]
         report["cases"].append({"case": case["name"], "ok": not problems, "problems": problems[:3]})
     report["passed"] = all(c["ok"] for c in report["cases"]) and bool(report["cases"])
-    return report
 
 
-def judge(name: str, fn_bytes: bytes, hidden_dir: Path | None = None, hide: list[Path] = (),
-          assignment: str | None = None) -> dict:
-    """Run the student's function on the hidden cases of suite `name`; the report (see run_cases)."""
+def judge(name: str, fn_bytes: bytes | list[bytes], hidden_dir: Path | None = None, hide: list[Path] = (),
+          assignment: str | None = None) -> dict | list[dict]:
+    """Run the student's function on the hidden cases of suite `name`; the report (see run_cases;
+    a list of functions gives a list of reports)."""
     suite = load_suite(name)
     settings = suite_settings(suite)
     data = load_cases(name, hidden_dir)

@@ -3,13 +3,13 @@
 - the comparison: shapes, dtypes, NaN positions, tolerances; its messages never hold expected values;
 - check_hidden: a copy of the reference passes, a function that delegates to course_lib gets no
   credit, a wrong one fails naming the case and the size of the error;
-- every graded cell of every notebook holds a hidden check, and the graded functions of every
-  solution notebook pass their suites in the judge, where the references of their assignment
-  and later are stubs (so a suite whose `call` needs a reference of its own assignment fails here);
+- every graded cell of every notebook holds a hidden check;
 - the sandbox's view: the stubbed course_lib, no solutions, lessons, notebooks, tests, hidden
   cases or git history; the output and process limits of `run_limited`;
 - the grading command, on every assignment of solutions/: the solutions as a submission get full
-  marks, the untouched release 0 for every graded cell;
+  marks, the untouched release 0 for every graded cell (the kernel and the judge run where the
+  references of the assignment and later are stubs: a notebook that calls one, or a suite whose
+  `call` needs one, fails here);
 - the grading command on a small synthetic assignment: a looping, a crashing, a memory-hungry and a
   hostile submission (it disarms check_hidden and looks for the hidden cases) each get a clear
   status and no points, while a correct one next to them gets full marks. (The full exploit
@@ -126,37 +126,6 @@ def test_every_graded_cell_calls_check_hidden():
             meta = cell.metadata.get("nbgrader", {})
             if meta.get("grade"):
                 assert HIDDEN_CALL.search(cell.source), f"{path.name}: graded cell {meta['grade_id']} has no check_hidden call"
-
-
-def solution_function(suite: str):
-    """The graded function of `suite` as its solution notebook defines it (pickled by value)."""
-    from autograder.assignments import assignment_of
-    from autograder.engine import load_suite
-    from course_lib.selfcheck import _notebook_definitions
-
-    graded = load_suite(suite).GRADED
-    assignment = assignment_of(graded)
-    if assignment is None or not (ROOT / "solutions" / assignment).is_dir():
-        return None
-    namespace, _ = _notebook_definitions(next((ROOT / "solutions" / assignment).glob("*.ipynb")))
-    return namespace.get(graded)
-
-
-@pytest.mark.slow
-def test_solutions_pass_their_suites_where_the_references_are_stubs(hidden_cases):
-    import cloudpickle
-
-    from autograder.judge import format_report, judge
-
-    checked = []
-    for name in suite_names():
-        fn = solution_function(name)
-        if fn is None:
-            continue
-        report = judge(name, cloudpickle.dumps(fn))
-        assert report["passed"], format_report(report)
-        checked.append(name)
-    assert len(checked) >= 11, checked
 
 
 PROBE = r"""
@@ -298,7 +267,7 @@ def test_grading_survives_looping_crashing_and_hostile_submissions(tmp_path, hid
     submit(course, "hogs_memory", source, "block = bytearray(64 * 2**30)")
     submit(course, "hostile", source, HOSTILE)
     (course / "submitted" / "empty" / "90").mkdir(parents=True)
-    rows = grade("90", course, jobs=2, timeout=90, memory_gb=6, source=source)
+    rows = grade("90", course, jobs=2, timeout=60, memory_gb=6, source=source)
     summary = {s: (r["status"], r["score"]) for s, r in rows.items()}
     print(json.dumps(summary))
     assert rows["good"]["status"] == "ok" and rows["good"]["score"] == 3, rows["good"]

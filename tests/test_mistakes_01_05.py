@@ -2,12 +2,12 @@
 
 Each mistake is a student's graded cell with one classic bug (written as in a notebook, so it is
 pickled by value), judged like a submission: `autograder.judge.judge` runs it in a fresh,
-sandboxed process where the references of its assignment are stubs, on the hidden cases. A
+sandboxed process where the references of its assignment are stubs, on the hidden cases (in
+bulk: the functions of one suite in turn in one such process). A
 graded cell earns its points only when its hidden check passes, so a mistake loses the points
 exactly when the judge's report fails. Correct variants written differently from the reference
 (`CORRECT`) must keep passing: the hidden cases test the contract, not one way of writing it.
-The mistakes run in bulk (two judges at a time); a few run end to end through `make grade`
-(`test_end_to_end`).
+Two mistakes also run end to end through `make grade` (`test_end_to_end`).
 """
 
 from __future__ import annotations
@@ -500,15 +500,23 @@ CORRECT = [
 
 @pytest.fixture(scope="module")
 def verdicts(hidden_cases):
-    """The judge's report of every mistake and correct variant, two judges at a time."""
+    """The judge's report of every mistake and correct variant: per suite, all its functions in one
+    fresh runner process (the judge's bulk mode), two suites at a time."""
     from autograder.judge import judge
 
-    def run(item):
-        suite, name, source = item
-        return (suite, name), judge(suite, cloudpickle.dumps(fn_from(source, suite_function(suite))))
+    by_suite: dict[str, list] = {}
+    for suite, name, source in MISTAKES + CORRECT:
+        by_suite.setdefault(suite, []).append((name, cloudpickle.dumps(fn_from(source, suite_function(suite)))))
 
+    def run(suite):
+        names, fns = zip(*by_suite[suite])
+        return {(suite, n): report for n, report in zip(names, judge(suite, list(fns)))}
+
+    out = {}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(run, MISTAKES + CORRECT))
+        for part in pool.map(run, by_suite):
+            out.update(part)
+    return out
 
 
 def suite_function(suite: str) -> str:
