@@ -20,15 +20,20 @@ from ..gsm8k import as_r1_zero
 from ..logprobs import get_response_log_probs
 from ..masking import masked_mean
 from ..rewards import r1_zero_reward_fn
-from ..rollouts import DEFAULT_ENGINE, Rollout, RolloutEngine, SamplingParams, make_engine
+from ..rollouts import FastEngine, HFEngine, Rollout, RolloutEngine, SamplingParams, UnsupportedModelError
+from ..rollouts.fast_engine import check_supported
 from ..tokenization import tokenize_prompt_and_output
 from .models import TemperatureScaled
 
 
 def _engine(engine_or_model, tokenizer, batch_size: int) -> RolloutEngine:
-    """An engine as given, or a model wrapped in the default engine (`FastEngine` for Qwen2/Llama)."""
+    """An engine as given, or a model wrapped in `FastEngine` (Qwen2/Llama) or else `HFEngine`."""
     if isinstance(engine_or_model, torch.nn.Module):
-        return make_engine(DEFAULT_ENGINE, engine_or_model, tokenizer, batch_size=batch_size)
+        try:
+            check_supported(engine_or_model)
+        except UnsupportedModelError:
+            return HFEngine(engine_or_model, tokenizer, batch_size=batch_size)
+        return FastEngine(engine_or_model, tokenizer, batch_size=batch_size)
     return engine_or_model
 
 
