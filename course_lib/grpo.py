@@ -247,74 +247,47 @@ def micro_batch_rows(rollout_batch: dict[str, torch.Tensor], first: int, train_b
 
 
 def grpo_train_step(
-    policy: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    rollout_batch: dict[str, torch.Tensor],
-    loss_type: str,
-    train_batch_size: int,
-    gradient_accumulation_steps: int,
-    epochs_per_rollout_batch: int = 1,
-    cliprange: float | None = None,
-    max_grad_norm: float = 1.0,
-    kl_coef: float = 0.0,
-    scheduler=None,
-    log_probs_fn=get_response_log_probs,
-    train_step_fn=grpo_microbatch_train_step,
-    skip_zero_weight: bool = True,
+    policy: torch.nn.Module, optimizer: torch.optim.Optimizer, rollout_batch: dict[str, torch.Tensor],
+    loss_type: str, train_batch_size: int, gradient_accumulation_steps: int, epochs_per_rollout_batch: int = 1,
+    cliprange: float | None = None, max_grad_norm: float = 1.0, kl_coef: float = 0.0, scheduler=None,
+    log_probs_fn=get_response_log_probs, train_step_fn=grpo_microbatch_train_step, skip_zero_weight: bool = True,
 ) -> dict[str, list[float]]:
     """All the policy updates of one rollout batch: epochs x optimizer steps x micro-batches.
 
         for epoch in 1 .. epochs_per_rollout_batch:                 # 1: on-policy
             for each train batch (consecutive train_batch_size rows):
-                for each of its k = gradient_accumulation_steps micro-batches (consecutive rows):
+                for each of its micro-batches (`micro_batch_rows`; k = gradient_accumulation_steps of them):
                     log_probs = log_probs_fn(policy, input_ids, labels, return_token_entropy=True)
                     [ (kl_coef / k) * mean_b masked_mean_t(k3(log_probs, ref_log_probs)) ].backward()
                     train_step_fn(log_probs, mask, k, loss_type, raw_rewards, advantages,
                                   old_log_probs, cliprange)            # backward inside
                 clip the gradient norm to max_grad_norm; optimizer.step(); scheduler.step(); zero grads
 
-    Each row's loss weighs 1 / train_batch_size in its optimizer step (a mean over the micro-batch,
-    divided by k). A row whose weight A (raw reward for "no_baseline", advantage otherwise) is
-    exactly 0 has a per-token loss of exactly 0 and so a gradient of exactly 0, for every loss
-    type; GRPO gives a whole group A = 0 when its rewards are all equal (often half the groups).
-    So with `skip_zero_weight` and no KL term (whose gradient every row has), those rows are not
-    scored at all: the kept rows are sorted by length and cut into micro-batches of at most
-    train_batch_size / k rows (`micro_batch_rows`), and each micro-batch of m rows is passed
-    gradient_accumulation_steps = train_batch_size / m, which keeps every row's weight at
-    1 / train_batch_size. The gradient is the same as without skipping, up to float rounding.
-    A train batch with nothing kept still steps the optimizer, on zero gradients (as it would
-    without skipping: AdamW's momentum and weight decay move the weights even then).
+    Each row weighs 1 / train_batch_size in its step. A row of weight (raw reward for "no_baseline",
+    else advantage) exactly 0 has a loss and gradient of exactly 0, grpo_clip too: with
+    `skip_zero_weight` and no KL term it is not scored, and a micro-batch of m rows is passed
+    train_batch_size / m in place of k. With nothing left, the optimizer steps on zero gradients.
 
     Args:
-        policy: the model being trained; it must score at the sampling temperature (the trainer
-            passes `TemperatureScaled(model, T)`), so that log-probs describe the samples.
-        rollout_batch: tensors of the N = len(advantages) rollouts, in group order:
-            "input_ids", "labels", "response_mask": (N, T) (from `tokenize_prompt_and_output`);
-            "raw_rewards", "advantages": (N,);
-            "old_log_probs": (N, T), the sampling policy's log-probs (needed by "grpo_clip");
-            "ref_log_probs": (N, T), the reference policy's (needed when kl_coef > 0).
-        loss_type, cliprange: as in `grpo_microbatch_train_step`.
-        train_batch_size: rollouts per optimizer step; N must be a multiple of it, and it a
-            multiple of gradient_accumulation_steps.
-        kl_coef: weight of the k3 KL penalty to the reference policy (0: none).
-        scheduler: stepped once after each optimizer step when given.
-        log_probs_fn, train_step_fn: your functions of notebooks 03 and 07.
-        skip_zero_weight: leave out rows of weight exactly 0 when kl_coef == 0 (see above).
+        policy: the model being trained, scoring at the sampling temperature (the trainer passes
+            `TemperatureScaled(model, T)`), so that log-probs describe the samples.
+        rollout_batch: the N rollouts in group order: "input_ids", "labels", "response_mask" (N, T);
+            "raw_rewards", "advantages" (N,); "old_log_probs" (grpo_clip), "ref_log_probs" (KL) (N, T).
+        loss_type, cliprange: as in `grpo_microbatch_train_step`; kl_coef: k3 KL weight (0: none).
+        train_batch_size: rollouts per optimizer step; N a multiple of it, it a multiple of k.
+        scheduler: stepped after each optimizer step; log_probs_fn, train_step_fn: notebooks 03, 07.
 
     Returns:
         {"loss": [per optimizer step: the sum of its micro-batch losses, KL term included],
          "grad_norm": [per optimizer step: the norm before clipping],
-         "token_entropy": [per micro-batch scored: mean entropy over its response tokens],
+         "token_entropy": [per micro-batch scored (rows of weight 0 are not): mean entropy of its response tokens],
          "clip_fraction": [per micro-batch scored, grpo_clip only], "kl": [per micro-batch, kl_coef > 0 only]}
-        With skipping, the micro-batches scored hold only rows of non-zero weight, so
-        "token_entropy" and "clip_fraction" describe the rows that carry signal.
     """
     n, k = rollout_batch["advantages"].shape[0], gradient_accumulation_steps
     _check_rollout_batch(n, train_batch_size, k, kl_coef, rollout_batch)
     micro = train_batch_size // k
-    weight_key = None
-    if skip_zero_weight and kl_coef == 0:
-        weight_key = "raw_rewards" if loss_type == "no_baseline" else "advantages"
+    skip = skip_zero_weight and kl_coef == 0
+    weight_key = ("raw_rewards" if loss_type == "no_baseline" else "advantages") if skip else None
     out: dict[str, list[float]] = {"loss": [], "grad_norm": [], "token_entropy": [], "clip_fraction": [], "kl": []}
     for _epoch in range(epochs_per_rollout_batch):
         for step in range(n // train_batch_size):
@@ -322,8 +295,7 @@ def grpo_train_step(
             batches = micro_batch_rows(rollout_batch, step * train_batch_size, train_batch_size, micro, weight_key)
             for rows in batches:
                 mb = slice_micro_batch(rollout_batch, rows)
-                # k when no row is skipped; in general each row weighs 1 / train_batch_size
-                accumulation = train_batch_size // len(rows) if train_batch_size % len(rows) == 0 else train_batch_size / len(rows)
+                accumulation = train_batch_size / len(rows)  # k when nothing is skipped
                 scored = log_probs_fn(policy, mb["input_ids"], mb["labels"], return_token_entropy=True)
                 log_probs, mask = scored["log_probs"], mb["response_mask"]
                 if scored.get("token_entropy") is not None:
@@ -340,9 +312,8 @@ def grpo_train_step(
                 if "clip_fraction" in meta:
                     out["clip_fraction"].append(float(meta["clip_fraction"]))
             if not batches:  # every row skipped: the gradient is exactly 0, and the optimizer still steps on it
-                for p in policy.parameters():
-                    if p.requires_grad:
-                        p.grad = torch.zeros_like(p)
+                for p in (p for p in policy.parameters() if p.requires_grad):
+                    p.grad = torch.zeros_like(p)
             out["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)))
             optimizer.step()
             if scheduler is not None:

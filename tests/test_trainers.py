@@ -244,7 +244,7 @@ def test_grpo_train_step_is_the_trainers_update(tok):
     torch.manual_seed(cfg.seed)
     questions = grpo_questions(cfg, problems(8))
     batch_q = [questions[i] for i in data_indices(len(questions), cfg.seed, 0, cfg.rollout_batch_size // cfg.group_size)]
-    batch = collect_rollouts(make_engine("hf", mine, tok), mine, tok, batch_q, cfg, 0,
+    batch = collect_rollouts(make_engine(cfg.engine, mine, tok), mine, tok, batch_q, cfg, 0,
                              advantage_fn=compute_group_normalized_rewards, reward_fn=reward_fn,
                              tokenize_fn=tokenize_prompt_and_output, log_probs_fn=get_response_log_probs)
     optimizer = make_optimizer(mine, cfg.lr, cfg.weight_decay, cfg.betas)
