@@ -1,9 +1,9 @@
 """`FastEngine`: batched sampling for small Qwen2 (and Llama) models, with no framework in the loop.
 
-For a 1M-parameter model, one decode step of Hugging Face `generate`-style code costs tens of
-milliseconds of Python and framework overhead (module calls, cache objects, mask building) and
-almost no arithmetic. This engine runs the same network as a short list of tensor operations
-on the policy's own parameters:
+For a 1M-parameter model, much of a decode step through Hugging Face's forward is Python and
+framework overhead (module calls, cache objects, mask building), and a group of 8 samples
+prefills its prompt 8 times. This engine runs the same network as a short list of tensor
+operations on the policy's own parameters:
 
 - a preallocated KV cache, (batch, kv_heads, prompt + max_tokens, head_dim) per layer, written
   in place one column per step (no concatenation, no cache object);
@@ -26,11 +26,11 @@ and `load_weights` has nothing to copy; it keeps `interface`'s contract exactly 
 
 Measured, one CPU thread, the tiny SFT model, 16 prompts x 8 samples of up to 100 tokens (CPU
 seconds): HF engine 2.7, this engine 0.9 (prefilling each distinct prompt once instead of eight
-times saved 0.6 of that); greedy on 300 held-out prompts: 7.2 and 3.4. Not taken: `torch.compile(dynamic=True)` of `_Network.forward`
-(1.2-1.3 s a batch after about 10 CPU-seconds of compiling, against 1.1 s eager: the step is
-bound by the attention over the cache and the matrix products, not by Python), and attention
-over a prompt shared by the whole batch (it would change float rounding, so no longer give the
-HF engine's exact tokens).
+times saved 0.6 of that); greedy on 300 held-out prompts: 7.2 and 3.4. Not taken:
+`torch.compile(dynamic=True)` of `_Network.forward` (1.2-1.3 s a batch after about 10
+CPU-seconds of compiling, against 1.1 s eager: the step is bound by the attention over the
+cache and the matrix products, not by Python), and attention over a prompt shared by the whole
+batch (it would change float rounding, so no longer give the HF engine's exact tokens).
 """
 
 from __future__ import annotations
