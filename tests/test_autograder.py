@@ -10,7 +10,7 @@
   marks, the untouched release 0 for every graded cell (the kernel and the judge run where the
   references of the assignment and later are stubs: a notebook that calls one, or a suite whose
   `call` needs one, fails here);
-- the grading command on a small synthetic assignment: a looping, a crashing, a memory-hungry and a
+- the grading command on a small synthetic assignment: a crashing, a memory-hungry and a
   hostile submission (it disarms check_hidden and looks for the hidden cases) each get a clear
   status and no points, while a correct one next to them gets full marks. (The full exploit
   catalogue is tests/test_exploits.py.)
@@ -255,14 +255,15 @@ def submit(course: Path, student: str, source: Path, answer_cell: str | None) ->
 
 
 @pytest.mark.slow
-def test_grading_survives_looping_crashing_and_hostile_submissions(tmp_path, hidden_cases, monkeypatch):
+def test_grading_survives_crashing_and_hostile_submissions(tmp_path, hidden_cases, monkeypatch):
+    """An assignment no lesson defines (every graded name is a stub for it), with an ungated
+    visible cell; loops, floods, bombs and the rest are tests/test_exploits.py's catalogue."""
     from autograder.sandbox import sandbox_available
 
     monkeypatch.setenv("COURSE_REPO", str(ROOT))
     source, course = tmp_path / "source", tmp_path / "course"
     synthetic_assignment(source)
     submit(course, "good", source, None)
-    submit(course, "loops", source, "while True:\n    pass")
     submit(course, "crashes", source, "import os\nos._exit(3)")
     submit(course, "hogs_memory", source, "block = bytearray(64 * 2**30)")
     submit(course, "hostile", source, HOSTILE)
@@ -271,7 +272,6 @@ def test_grading_survives_looping_crashing_and_hostile_submissions(tmp_path, hid
     summary = {s: (r["status"], r["score"]) for s, r in rows.items()}
     print(json.dumps(summary))
     assert rows["good"]["status"] == "ok" and rows["good"]["score"] == 3, rows["good"]
-    assert rows["loops"]["status"] == "timeout" and rows["loops"]["score"] == 0, rows["loops"]
     assert rows["empty"]["status"] == "no notebook" and rows["empty"]["score"] == 0
     assert rows["crashes"]["status"] == "crashed" and rows["crashes"]["score"] == 0, rows["crashes"]
     assert rows["hogs_memory"]["status"] == "out of memory" and rows["hogs_memory"]["score"] == 0, rows["hogs_memory"]
