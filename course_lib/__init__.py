@@ -34,7 +34,7 @@ from .grpo import (
 )
 from .logprobs import compute_entropy, get_response_log_probs, log_probs_from_logits
 from .masking import masked_mean, masked_normalize
-from .rewards import r1_zero_reward_fn
+from .rewards import evaluate, r1_zero_reward_fn
 from .sft import sft_microbatch_train_step, sft_train_step
 from .softcap import chunked_response_log_probs, final_logits_softcap
 from .tokenization import tokenize_prompt_and_output
@@ -65,6 +65,7 @@ __all__ = [
     "compute_grpo_clip_loss",
     "compute_naive_policy_gradient_loss",
     "compute_policy_gradient_loss",
+    "evaluate",
     "extract_gsm8k_answer",
     "final_logits_softcap",
     "generate_problem",

@@ -18,7 +18,9 @@ GSM8K_HUB_NAME = "openai/gsm8k"
 GSM8K_HUB_CONFIG = "main"
 REQUIRED_FIELDS = ("question", "answer")
 
-_FINAL_ANSWER = re.compile(r"####\s*(.+?)\s*$", re.DOTALL)
+# the text after the LAST "####" (the look-ahead: no "####" follows), stripped; the same marker
+# at which gsm8k_to_r1_zero cuts the reasoning
+_FINAL_ANSWER = re.compile(r"####(?!.*####)\s*(.+?)\s*$", re.DOTALL)
 
 
 class DataFormatError(ValueError):
@@ -87,7 +89,9 @@ def load_problems(source: str, split: str) -> list[dict]:
 
 
 def extract_gsm8k_answer(answer_text: str) -> str:
-    """The final answer after `####`, with thousands commas removed: "...\\n#### 1,080" -> "1080"."""
+    """The final answer after the last `####`, with thousands commas removed: "...\\n#### 1,080" -> "1080".
+
+    Raises ValueError when there is no `####` followed by an answer."""
     match = _FINAL_ANSWER.search(answer_text)
     if match is None:
         raise ValueError(f"no '#### N' final answer in {answer_text[-80:]!r}")
@@ -106,7 +110,7 @@ def format_r1_zero_prompt(question: str, template: str | None = None) -> str:
 def gsm8k_to_r1_zero(example: dict, template: str | None = None) -> dict:
     """Turn a {"question", "answer"} record into r1_zero `prompt`, `output` and `ground_truth`.
 
-    The reasoning before `####` stays the thinking (calculator notes included); the `#### N` line
+    The reasoning before the last `####` stays the thinking (calculator notes included); the `#### N` line
     becomes `</think> <answer> N </answer>`, so `prompt + output` reads exactly like the example
     inside the prompt: "<think> reasoning </think> <answer> N </answer>". The output starts with a
     space because the prompt ends with "<think>" and the two are tokenized separately.

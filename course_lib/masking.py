@@ -19,8 +19,9 @@ def masked_normalize(
         tensor: any shape, e.g. (B, T) per-token losses.
         mask: same shape as `tensor` (or broadcastable), 1/True where the entry counts.
         dim: the dimension to sum over; None sums everything to a scalar.
-        normalize_constant: the divisor. A constant, not the token count: this is how SFT
-            avoids the per-sequence length bias of a mean (Dr. GRPO's point).
+        normalize_constant: the divisor. A constant, not the token count, so that every token
+            weighs the same whatever the length of its sequence (a per-sequence mean weighs the
+            tokens of a short sequence more: the 1/|o| length bias Dr. GRPO finds in GRPO's loss).
 
     Returns:
         `tensor` summed over `dim` (shape without `dim`), or a 0-dim tensor when dim is None.

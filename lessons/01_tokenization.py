@@ -64,19 +64,24 @@ print(arith_train[0])
 # %% [markdown]
 # ### Reading the final answer
 #
-# The final answer is what follows `####`, up to the end of the text, without surrounding
-# whitespace. GSM8K writes large numbers with thousands separators (`#### 1,080`), but a
+# The final answer is what follows the **last** `####`, up to the end of the text, without
+# surrounding whitespace. (GSM8K has one marker per record, but one rule must hold for every
+# function that reads a record: `gsm8k_to_r1_zero` below cuts the reasoning at that same last
+# marker, so a record edited by appending a corrected `#### N` line gives one answer
+# everywhere.) GSM8K writes large numbers with thousands separators (`#### 1,080`), but a
 # model's answer `1080` must count as correct, so the commas go: the ground truth is the bare
 # string `"1080"`. A text without `#### N` is not a valid record: raise `ValueError`, so a
 # broken line never silently becomes an empty answer.
 #
-# The regular expression `####\s*(.+?)\s*$` (with `re.DOTALL`) captures everything after the
-# marker, minus surrounding whitespace.
+# The regular expression `####(?!.*####)\s*(.+?)\s*$` (with `re.DOTALL`, so that `.` also
+# matches newlines) captures everything after the marker, minus surrounding whitespace; the
+# look-ahead `(?!.*####)` says that no other marker follows, so the marker is the last one.
+# `answer_text.rpartition("####")` is another way to the same rule.
 #
 # The hidden cases also try several groups of thousands (`1,234,567`), negative and decimal
-# answers, no space or extra spaces, tabs and newlines around the answer, and a solution whose
+# answers, no space or extra spaces, tabs and newlines around the answer, a solution whose
 # calculator notes are full of other numbers (the answer is what follows `####`, not the last
-# number of the text).
+# number of the text), and a text with two `####` lines (the last one holds the answer).
 
 # %% [solution] course_lib.gsm8k:_FINAL_ANSWER course_lib.gsm8k:extract_gsm8k_answer
 import re
@@ -87,6 +92,8 @@ expect(extract_gsm8k_answer("So 3 + 4 = 7\n#### 7") == "7", "the answer after '#
 expect(extract_gsm8k_answer("Total: <<5*3=15>>15\n####  15 \n") == "15", "whitespace around the answer is kept")
 expect(extract_gsm8k_answer("He pays 1,000 + 80.\n#### 1,080") == "1080", "thousands commas kept: '1,080' must become '1080'")
 expect(extract_gsm8k_answer("#### -3") == "-3", "the sign of a negative answer is lost")
+expect(extract_gsm8k_answer("#### 3\nCorrected: 2 + 2 = 4\n#### 4") == "4",
+       "two '####' lines: the answer is after the last one (the marker gsm8k_to_r1_zero cuts at), not the first")
 try:
     extract_gsm8k_answer("The answer is 5.")
     raised = False
@@ -126,9 +133,11 @@ print(format_r1_zero_prompt("What is 2 + 3?"))
 # Write `gsm8k_to_r1_zero`. Use your `extract_gsm8k_answer` and the given
 # `format_r1_zero_prompt(question, template)`; a record without `#### N` raises `ValueError`.
 # The question goes into the template exactly as it is (spaces around it included: it is not
-# stripped); only the reasoning is stripped. The hidden cases try random arithmetic records, a
-# custom template, an answer with thousands commas, a question and a reasoning with surrounding
-# whitespace, and a record without `#### N`.
+# stripped); only the reasoning is stripped. The reasoning is everything before the last `####`
+# (the marker `extract_gsm8k_answer` reads the answer after). The hidden cases try random
+# arithmetic records, a custom template, an answer with thousands commas, a question and a
+# reasoning with surrounding whitespace, a record with two `####` lines, and a record without
+# `#### N`.
 
 # %% [solution] course_lib.gsm8k:gsm8k_to_r1_zero
 
@@ -142,6 +151,9 @@ expect(row["output"].endswith(" </think> <answer> 72 </answer>"), "the output mu
 expect("####" not in row["output"], "the '#### N' line was left in the thinking")
 expect(row["output"].startswith(" Natalia sold 48/2"), "the output must start with a space and then the reasoning")
 expect("<<48/2=24>>" in row["output"], "the calculator notes were dropped from the reasoning")
+two = gsm8k_to_r1_zero({"question": "?", "answer": "2 + 2 = 5\n#### 5\nNo: 2 + 2 = 4\n#### 4"})
+expect(two["ground_truth"] == "4" and two["output"] == " 2 + 2 = 5\n#### 5\nNo: 2 + 2 = 4 </think> <answer> 4 </answer>",
+       "two '####' lines: the reasoning is everything before the last one, and the answer what follows it")
 custom = gsm8k_to_r1_zero({"question": "1 + 1?", "answer": "1 + 1 = 2\n#### 2"}, "Q: {question}\nA: <think>")
 expect(custom["prompt"] == "Q: 1 + 1?\nA: <think>", "the template argument is ignored")
 commas = gsm8k_to_r1_zero({"question": "?", "answer": "1000 + 80\n#### 1,080"})
@@ -315,19 +327,43 @@ for prompt, output in [("Assistant: ", "Hello there"), ("How many mar", "bles"),
     print(f"{prompt!r} + {output!r}: {verdict}\n  joint    {joint[-6:]}\n  separate {separate[-6:]}")
 
 # %% [markdown]
-# The r1_zero format avoids the trap on purpose: the prompt ends with the whole token `<think>`
-# and the output starts with a space, so both tokenizations agree (third line). Tokenizing the
-# two parts separately makes the result correct whatever the strings are.
+# The r1_zero boundary `Assistant: <think>` | ` reasoning...` gives the same tokens both ways
+# (third line), for a reason that depends on the tokenizer. In the course tokenizer `<think>` is
+# an *added* token: it is cut out of the text before BPE runs, so it is always one whole token
+# and nothing merges across it. Qwen2.5-Math's tokenizer has no `<think>` token (its added tokens
+# are `<|...|>` control tokens and the tool-call tags, as its published `tokenizer_config.json`
+# lists; this notebook runs offline and does not load it), so there `<think>` is ordinary text.
+# The boundary still agrees, because BPE never merges across a *pre-token* boundary: before any
+# merge, a split regex cuts the text into pieces, and Qwen2's regex (which the course tokenizer
+# copies) puts a punctuation run such as `>` and a following space-led word or digit into
+# different pieces. The cell below runs that pre-tokenizer alone, which knows nothing of added
+# tokens, as a tokenizer without a `<think>` token would, and checks that the end of the prompt is
+# a piece boundary for every training record.
+
+# %%
+pre_tokenizer = tokenizer.backend_tokenizer.pre_tokenizer  # Qwen2's split regex, digits one by one, bytes
+print([piece for piece, _ in pre_tokenizer.pre_tokenize_str("Assistant: <think> Natalia sold 48/2")])
+all_rows = [gsm8k_to_r1_zero(r) for r in (arith_train[:1000] if GRADING else arith_train)]
+at_boundary = sum(len(r["prompt"]) in {end for _, (_, end) in pre_tokenizer.pre_tokenize_str(r["prompt"] + r["output"])}
+                  for r in all_rows)
+print(f"the prompt ends at a pre-token boundary in {at_boundary} of {len(all_rows)} training records")
+
+# %% [markdown]
+# (`Ġ` is how byte-level BPE writes a space.) The output starts with a space, and that space is
+# what starts a new piece. Tokenizing the two parts separately makes the result correct whatever
+# the strings are; relying on a boundary like this one only works for the strings you checked.
 #
 # ## Summary
 #
-# - The final answer of a GSM8K record is what follows `####`, stripped, thousands commas
-#   removed; a record without it is an error, not an empty answer.
+# - The final answer of a GSM8K record is what follows the last `####`, stripped, thousands
+#   commas removed; a record without it is an error, not an empty answer. The reasoning is what
+#   comes before that same marker: one rule for every function that reads a record.
 # - r1_zero: the prompt ends in `<think>`; the output is ` reasoning </think> <answer> N </answer>`.
 # - Tokenize prompt and output separately, concatenate, pad on the right; `input_ids` is
 #   `full[:, :-1]`, `labels` is `full[:, 1:]`, and the response mask lives on label positions,
 #   so it starts at $P - 1$, not $P$.
-# - Prompt tokens and padding carry no loss; in a typical batch they are most positions.
+# - Prompt tokens and padding carry no loss; they are most positions of the batch in the figure
+#   (the share that carries loss is printed under it).
 #
 # Next, notebook 02 turns logits into log-probabilities and entropies, where these labels and
 # this mask are used.

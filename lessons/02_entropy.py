@@ -6,7 +6,8 @@
 # certain, $\log V$ when every token of a vocabulary of size $V$ is equally likely. Entropy is the
 # first thing to watch in post-training: SFT lowers it on the response format, and GRPO runs are
 # famous for "entropy collapse". In this notebook you write `compute_entropy(logits)`, the
-# function the course's trainers log at every step, and you learn why it must be computed from
+# function behind the token entropy that the course's GRPO trainer logs at every step and its
+# `log_generations` reports per response, and you learn why it must be computed from
 # `log_softmax` and never from `softmax` followed by `log`. At the end you watch the entropy of
 # the course's tiny model move along a real response.
 #
@@ -94,9 +95,10 @@ print("stable entropy    ", -(log_p_big.exp() * log_p_big).sum().item(), " <- ex
 # ## Your turn: `compute_entropy`
 #
 # Implement the entropy over the **last** dimension, for logits of any leading shape
-# $(\dots, V)$ and any float dtype. Compute in float32 at least: a bfloat16 input keeps only
-# about 3 significant digits, which costs a few hundredths of a nat on a 32k vocabulary (measured
-# below); a float64 input stays float64. About two lines.
+# $(\dots, V)$ and any float dtype. Compute in float32 at least: bfloat16 keeps 8 significant
+# bits, about 2.4 decimal digits ($8 \log_{10} 2 = 2.41$), and a sum computed in it over a 32k
+# vocabulary is off by about two hundredths of a nat (measured in the last section); a float64
+# input stays float64. About two lines.
 #
 # What the hidden cases check, beyond the self-checks below: any number of leading dimensions
 # (none, too: a vector of $V$ logits gives a 0-dim entropy), $V = 1$, an empty batch, float64
@@ -150,7 +152,7 @@ low = (torch.randn(4, 32000) * 4).bfloat16()
 H_low = compute_entropy(low)
 expect(H_low.dtype == torch.float32, f"bfloat16 logits gave {H_low.dtype} entropies: upcast to float32 before log_softmax")
 expect(cmp("bfloat16 logits (V=32000) vs float64", H_low, entropy64(low), atol=1e-4),
-       "bfloat16 logits: upcast to float32 before log_softmax (bf16 keeps ~3 digits)")
+       "bfloat16 logits: upcast to float32 before log_softmax (bf16 keeps 8 significant bits, ~2.4 digits)")
 expect(compute_entropy(torch.randn(3, 5, dtype=torch.float64)).dtype == torch.float64,
        "float64 logits should stay float64: upcast to *at least* float32 (torch.promote_types)")
 print("all visible checks passed")
@@ -196,16 +198,18 @@ print(f"naive formula NaN at {int(torch.isnan(naive).sum())} of {len(taus)} temp
 # %% [markdown]
 # ## Figure 2: entropy along a real response
 #
-# The course's tiny model (`qwen2-base`, a Qwen2 of about a million parameters) was pretrained on
-# arithmetic text but never saw the r1_zero tags. Below, it reads a prompt and a worked answer
+# The course's tiny model (`qwen2-base`, a Qwen2 of about 0.9 million parameters) was pretrained
+# on arithmetic text but never saw the r1_zero tags. Below, it reads a prompt and a worked answer
 # in the `<think> ... </think> <answer> ... </answer>` format, and we plot, for every response
 # token, the entropy of the model's prediction *for* that token. Expect low entropy where the
-# text is predictable (the numbers copied inside the calculator note `<<41-38=3>>3`) and high
-# entropy where the model has to choose: the first digit of a new number, the next word of the
-# story. The tags are the interesting case: the base model was never trained on them, yet the
-# prompt itself spells out `<think> </think> <answer> </answer>`, and even a tiny model copies
-# from its context, so some tags come out surprisingly confident. SFT (notebook 05) is what
-# makes the whole format confident.
+# text is predictable (the worked solution is written in the style the model was pretrained on,
+# down to the calculator notes `<<41-38=3>>3`) and high entropy where the model has to choose.
+# What the figure and the lines under it show: the reasoning is nearly certain (a few words and
+# first digits reach 0.2 to 1.2 nats), and everything from `</think>` on, the format the model
+# never saw, sits at 1.5 to 2.3 nats, the answer's digits inside the tags included. Those tags
+# are still far from a uniform guess ($\log V = 6.7$ nats): the prompt itself spells out
+# `<think> </think> <answer> </answer>`, and even a tiny model copies from its context. SFT
+# (notebook 05) is what makes the whole format confident.
 
 # %%
 from course_lib import gsm8k_to_r1_zero, load_problems
@@ -250,8 +254,8 @@ for j, t in enumerate(tokens):
 # representable number, rounds to 0, and the NaN is back. Second, even the *stable* formula loses
 # digits in bfloat16: over a vocabulary of tens of thousands of tokens the rounding errors of the
 # sum add up. Entropy is only a diagnostic, but it is the diagnostic that tells you whether a GRPO
-# run is collapsing: an error of a few hundredths of a nat on a quantity that moves by a tenth of
-# a nat over a run hides the trend. Measured:
+# run is collapsing, and an error of two hundredths of a nat (measured below) is as large as the
+# whole entropy of a confident position (the float16 rows below: 0.04 nats and less). Measured:
 
 # %%
 low = (torch.randn(8, 32000) * 4).bfloat16()

@@ -12,9 +12,10 @@
 # small autograd function underneath it that never makes a second copy of the logits. Then you
 # measure why that matters: three ways to get the same numbers, three very different memory bills.
 #
-# Graded: `masked_normalize`, `log_probs_from_logits` and `get_response_log_probs`, each in one
-# cell of visible checks followed by hidden cases (all the points go through the hidden cases;
-# `make check NB=03` runs practice cases of the same kinds on your machine).
+# Graded: `masked_normalize`, `log_probs_from_logits` (with the `_SelectedLogProb` function it
+# applies) and `get_response_log_probs`, each in one cell of visible checks followed by hidden
+# cases (all the points go through the hidden cases; `make check NB=03` runs practice cases of
+# the same kinds on your machine).
 
 # %%
 import json
@@ -45,13 +46,21 @@ from course_lib.selfcheck import cmp, expect  # cmp: exact / approximate / max d
 #
 # The difference matters. The mean divides each sequence by its *own* length, so a token of a
 # short response weighs more than a token of a long one; dividing every sequence by the same
-# constant $c$ (the maximal response length, say) gives every token the same weight. That is the
-# length bias Dr. GRPO points out, and why SFT here uses `masked_normalize`. To make sure a wrong
-# normaliser cannot pass by accident, the checks use an odd constant: 42.
+# constant $c$ gives every token of the batch the same weight. GRPO's objective (notebook 07)
+# averages each response's tokens, a factor $1/|o_i|$ per response $o_i$, and that factor is
+# the length bias Dr. GRPO (Liu et al., 2025) points out: a short correct response gets a larger
+# push per token than a long one, and a long wrong response a smaller penalty per token than a
+# short one, so wrong responses are free to grow long. Its fix divides by a constant instead (the
+# generation's maximal length), which is `masked_normalize`. SFT in this course uses
+# `masked_normalize` too, with $c = 1$ (notebook 04: each sequence's summed negative
+# log-likelihood, averaged over the batch). To make sure a wrong normaliser cannot pass by
+# accident, the checks use an odd constant: 42.
 #
 # One implementation detail is a real bug in disguise: `(x * m).sum()` is wrong when a masked-out
 # entry is $\pm\infty$ or NaN (a log-probability of a padding token can be $-\infty$), because
-# $0 \cdot \infty = \text{NaN}$. Select with `torch.where(m, x, 0)` instead.
+# $0 \cdot \infty = \text{NaN}$. Select with `torch.where(m.bool(), x, 0.0)` instead: `where`
+# needs a bool condition, and the masks of these checks are bool, int (0/1) or float, so
+# `torch.where(m, x, 0)` with an int mask raises an error.
 #
 # Worked example: $x = \begin{pmatrix}1 & 2 & 3\\ 4 & 5 & 6\end{pmatrix}$,
 # $m = \begin{pmatrix}1 & 1 & 0\\ 0 & 1 & 1\end{pmatrix}$, $c = 2$: per row (dim=-1)
@@ -81,7 +90,7 @@ expect(cmp("all-zero mask gives 0", masked_normalize(x, torch.zeros_like(m), dim
 logp = torch.tensor([[-0.5, -1.0, -float("inf")], [-2.0, float("nan"), -0.1]])
 mask = torch.tensor([[1, 1, 0], [1, 0, 1]])
 expect(cmp("masked -inf and NaN do not leak", masked_normalize(logp, mask, dim=-1, normalize_constant=42), torch.tensor([-1.5, -2.1]) / 42),
-       "NaN from masked positions: tensor * mask turns a masked -inf into NaN (0 * inf); use torch.where(mask, tensor, 0)")
+       "NaN from masked positions: tensor * mask turns a masked -inf into NaN (0 * inf); use torch.where(mask.bool(), tensor, 0.0)")
 print("all visible checks passed")
 
 # Hidden cases (run by the grader on your masked_normalize, in a fresh process): listed above.
@@ -146,6 +155,52 @@ CHUNK_ELEMENTS = 1 << 22
 import torch
 
 # %% [markdown]
+# ### A custom `autograd.Function`, on a smaller example
+#
+# Autograd records every operation of a forward pass and keeps what each one's backward needs:
+# that is where the extra (B, T, V) copy of the obvious code lives. A `torch.autograd.Function`
+# lets you write an operation's forward and backward yourself, and so decide what is kept.
+# It has two static methods:
+#
+# - `forward(ctx, *inputs)` computes the output and stores on `ctx` what backward will need.
+#   Tensors go through `ctx.save_for_backward(t1, t2, ...)` (autograd then knows they are kept
+#   and checks that nobody modified them in place before backward); plain Python values (a
+#   shape, a dtype) can be attributes, `ctx.shape = ...`. A tensor stored as an attribute
+#   (`ctx.probs = ...`) is kept alive just the same, only hidden from that bookkeeping.
+# - `backward(ctx, grad_out)` receives $g = \partial L / \partial\,\text{output}$ (same shape as
+#   the output), reads the saved tensors back with `ctx.saved_tensors`, and returns one gradient
+#   per input of `forward`, in order: for a tensor input, $\partial L / \partial\,\text{input}$
+#   with that input's shape **and dtype**; `None` for an input that has no gradient, such as
+#   integer labels.
+#
+# The smallest useful example picks each row's label entry, $\text{out}_n = x_{n, y_n}$, whose
+# gradient is $g_n$ at $(n, y_n)$ and 0 elsewhere. `gradcheck` compares the hand-written backward
+# with finite differences (in float64, where those are accurate):
+
+# %%
+class PickLabel(torch.autograd.Function):
+    """out[n] = x[n, y[n]]: x (N, V) float, y (N,) long -> (N,)."""
+
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(y)  # backward needs the labels; x itself is not needed
+        ctx.shape, ctx.dtype = x.shape, x.dtype  # plain values may be attributes
+        return x.gather(-1, y[:, None]).squeeze(-1)
+
+    @staticmethod
+    def backward(ctx, grad_out):  # grad_out: (N,)
+        (y,) = ctx.saved_tensors
+        grad = torch.zeros(ctx.shape, dtype=ctx.dtype)  # the input's shape and dtype
+        grad.scatter_(-1, y[:, None], grad_out[:, None].to(ctx.dtype))
+        return grad, None  # one per input of forward: a gradient for x, None for the labels y
+
+
+x64 = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+y3 = torch.tensor([4, 0, 2])
+print("out         ", PickLabel.apply(x64, y3).detach())
+print("gradcheck ok", torch.autograd.gradcheck(lambda t: PickLabel.apply(t, y3), (x64,)))
+
+# %% [markdown]
 # ### Your turn: the selected log-prob, chunked, forward and backward
 #
 # `forward(ctx, logits, labels)` gets the flattened logits (N, V) and labels (N,) and returns the
@@ -154,7 +209,29 @@ import torch
 # (the logits, which exist anyway, the labels and the (N,) log-normalisers: nothing of size
 # (N, V) that is new). `backward(ctx, grad_out)` allocates one gradient tensor like the logits
 # and fills it chunk by chunk with $-g\,e^{z - \operatorname{lse}}$ plus $g$ at the label
-# (`scatter_add_`). `log_probs_from_logits` flattens (B, T, V) to (B·T, V) and back.
+# (`scatter_add_`). `log_probs_from_logits` flattens (B, T, V) to (B·T, V) and back. The shape of
+# it, with the parts that are yours left as `...`:
+#
+# ```python
+# class _SelectedLogProb(torch.autograd.Function):
+#     @staticmethod
+#     def forward(ctx, logits, labels):              # (N, V), (N,) -> (N,)
+#         rows = _row_chunks(*logits.shape)
+#         lse = ...       # (N,): logsumexp of each chunk logits.split(rows), each upcast with _float
+#         picked = ...    # (N,): the label's logit of each row, upcast with _float
+#         ctx.save_for_backward(logits, labels, lse)  # not a softmax, not a float32 copy of the logits
+#         return picked - lse
+#
+#     @staticmethod
+#     def backward(ctx, grad_out):                   # grad_out: (N,), float32 or float64
+#         logits, labels, lse = ctx.saved_tensors
+#         rows = _row_chunks(*logits.shape)
+#         grad = torch.empty_like(logits)            # the one new (N, V) tensor, in the logits' dtype
+#         for start in range(0, logits.shape[0], rows):
+#             ...                                    # these rows: -g * exp(z - lse), then + g at the label
+#             grad[start : start + rows] = ...       # computed in float32 at least, stored as grad.dtype
+#         return grad, None                          # no gradient for the integer labels
+# ```
 #
 # The hidden cases try T = 1, V = 1, B = 1, labels at both ends of the vocabulary, float64 logits
 # (log-probs stay float64), bfloat16 and float16 logits (log-probs in float32), logits of
@@ -212,18 +289,31 @@ expect(cmp("bfloat16 logits vs float64", lp_bf, reference_log_probs(bf, y_bf), a
        "bfloat16 logits: upcast each chunk to float32 before logsumexp")
 
 
-# memory: what autograd keeps for backward, besides the logits themselves
+# memory: what autograd keeps for backward, besides the logits themselves: the tensors saved for
+# backward (seen by saved-tensor hooks) and any tensor kept as an attribute of a ctx (`ctx.probs = ...`,
+# which the hooks never see: found by walking the graph's nodes)
 def bytes_kept_for_backward(fn, logits, labels):
     own = logits.untyped_storage().data_ptr()
     kept = {}
 
-    def pack(t):
+    def keep(t):
         if t.untyped_storage().data_ptr() != own:
             kept[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
         return t
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        fn(logits, labels)
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+        out = fn(logits, labels)
+    nodes, seen = [out.grad_fn], set()
+    while nodes:
+        node = nodes.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for value in getattr(node, "__dict__", {}).values():  # a custom Function's ctx attributes
+            for t in value if isinstance(value, (list, tuple)) else [value]:
+                if isinstance(t, torch.Tensor):
+                    keep(t)
+        nodes += [f for f, _ in node.next_functions]
     return sum(kept.values())
 
 
@@ -235,7 +325,8 @@ print(f"kept for backward besides the logits: yours {kept / 1e6:.3f} MB, log_sof
       f"(the logits are {big.numel() * 4 / 1e6:.1f} MB)")
 expect(kept < big.numel() * big.element_size() / 8,
        "log_probs_from_logits keeps a (B, T, V)-sized tensor for backward: save the logits, labels and the (N,) "
-       "logsumexp only, not a log_softmax output or a float32 copy")
+       "logsumexp only (ctx.save_for_backward), not a log_softmax or softmax output or a float32 copy, "
+       "whether saved or kept as a ctx attribute")
 print("all visible checks passed")
 
 # Hidden cases (run by the grader on your log_probs_from_logits, in a fresh process): listed above.
@@ -301,24 +392,54 @@ check_hidden("get_response_log_probs", get_response_log_probs)
 # ## Putting them together: how likely is a response?
 #
 # The log-likelihood of a response is the masked sum of its per-token log-probs,
-# `masked_normalize(log_probs, response_mask, dim=-1)`. Compare the gold response with the same
-# response whose final answer is off by one: a model that has learnt some arithmetic should
-# prefer the right one, and the difference sits at the few answer tokens. (The base model has
-# not learnt the tags; both responses pay for them alike.)
+# `masked_normalize(log_probs, response_mask, dim=-1)`. Compare each held-out problem's gold
+# response with the same response whose final answer, inside the tags, is off by one. A model
+# that reads its answer off its own reasoning should prefer the gold one. Two models: the base
+# model, which never saw the tags, and `qwen2-sft`, the same model after the SFT of notebook 05
+# (committed with the course, so that this notebook does not have to train it).
 
 # %%
-ex = examples[0]
-wrong = str(int(ex["ground_truth"]) + 1)
-outputs = [ex["output"], ex["output"].replace(f"<answer> {ex['ground_truth']} </answer>", f"<answer> {wrong} </answer>")]
-pair = tokenize_prompt_and_output([ex["prompt"]] * 2, outputs, tokenizer)
-with torch.no_grad():
-    lp_pair = get_response_log_probs(model, pair["input_ids"], pair["labels"])["log_probs"]
-total = masked_normalize(lp_pair, pair["response_mask"], dim=-1)
-for text, score in zip(outputs, total):
-    print(f"log p(response) = {score:8.2f}   ...{text[-32:]!r}")
-diff = (lp_pair[0] - lp_pair[1]) * pair["response_mask"][0]
-where = diff.abs() > 1e-6
-print("the positions that differ:", [tokenizer.decode([t]) for t in pair["labels"][0][where]], "->", diff[where].tolist())
+def answer_preference(model, examples):
+    """log p(gold response) - log p(the same with the answer + 1), per example; and the last pair's details."""
+    margins = []
+    for ex in examples:
+        wrong = str(int(ex["ground_truth"]) + 1)
+        outputs = [ex["output"], ex["output"].replace(f"<answer> {ex['ground_truth']} </answer>", f"<answer> {wrong} </answer>")]
+        pair = tokenize_prompt_and_output([ex["prompt"]] * 2, outputs, tokenizer)
+        with torch.no_grad():
+            lp_pair = get_response_log_probs(model, pair["input_ids"], pair["labels"])["log_probs"]
+        total = masked_normalize(lp_pair, pair["response_mask"], dim=-1)
+        margins.append((total[0] - total[1]).item())
+    return torch.tensor(margins), (outputs, total, lp_pair, pair)
+
+
+sft_model, _ = load_tiny("qwen2-sft")
+N_PAIRS = 20 if GRADING else 200
+pair_examples = [gsm8k_to_r1_zero(e) for e in load_problems("arith", "test")[:N_PAIRS]]
+for name, m in [("qwen2-base", model), ("qwen2-sft", sft_model)]:
+    margins, (outputs, total, lp_pair, pair) = answer_preference(m, pair_examples[:1])
+    print(f"{name}, problem 0:")
+    for text, score in zip(outputs, total):
+        print(f"    log p(response) = {score:8.2f}   ...{text[-32:]!r}")
+    # where the two responses' per-token log-probs differ (torch.where: a masked position stays out)
+    diff = torch.where(pair["response_mask"][0], lp_pair[0] - lp_pair[1], 0.0)
+    where = diff.abs() > 1e-6
+    print("    the positions that differ:", [tokenizer.decode([t]) for t in pair["labels"][0][where]], "->",
+          [round(d, 2) for d in diff[where].tolist()])
+    margins, _ = answer_preference(m, pair_examples)
+    print(f"    over {len(margins)} problems: prefers the gold answer in {int((margins > 0).sum())}, "
+          f"median margin {margins.median():.2f} nats")
+
+# %% [markdown]
+# What it shows (the lines above; on the 200 problems of student mode: the base model prefers
+# the gold answer on 117, by a median of 0.3 nats, `qwen2-sft` on all 200, by a median of 11.9
+# nats). Only the answer's tokens and the tokens right after them differ between the two
+# responses. The base model barely tells the right answer inside the tags from a wrong one,
+# although it does this arithmetic well in its own pretraining format (notebook 05 measures
+# that): it has not learnt that the number in `<answer>` is the one its reasoning arrived at.
+# After SFT on worked solutions it prefers the gold answer everywhere, by a wide margin. The same
+# masked sum is the quantity SFT maximises, and, with a reward in front of it, the one GRPO
+# pushes up and down.
 
 # %% [markdown]
 # ## Measured: the memory of three ways to get log-probs
@@ -329,8 +450,9 @@ print("the positions that differ:", [tokenizer.decode([t]) for t in pair["labels
 # - **(a)** `log_softmax(logits).gather(labels)`: one full (B, T, V) output, kept for backward;
 # - **(b)** `logits.gather(labels) - logsumexp(logits)`: keeps nothing new, but `logsumexp` makes
 #   full-size temporaries, and its backward a full-size $e^{z - \text{lse}}$;
-# - **(c)** the chunked function you wrote (your `log_probs_from_logits`, sent to the child
-#   process by value with `cloudpickle`).
+# - **(c)** the chunked function you wrote: your `log_probs_from_logits` as defined in this
+#   notebook (with your `_SelectedLogProb`), sent to the child process by value with
+#   `cloudpickle`, with its `CHUNK_ELEMENTS` set there to the size below.
 #
 # We read the process's resident-memory high-water mark (reset before each phase on Linux, where
 # one process measures the three methods in turn; elsewhere each method gets a fresh process and
@@ -412,7 +534,7 @@ for methods in runs:
 
 MB = 1e6
 logits_mb = memory["a"]["logits"] / MB
-names = {"a": "(a) log_softmax + gather", "b": "(b) gather - logsumexp", "c": "(c) chunked autograd.Function"}
+names = {"a": "(a) log_softmax + gather", "b": "(b) gather - logsumexp", "c": "(c) your log_probs_from_logits"}
 print(f"logits {SHAPE} float32 = {logits_mb:.0f} MB; memory added on top of them, in MB:")
 print(f"{'method':32s} {'forward peak':>13s} {'kept after fwd':>15s} {'backward peak':>14s}")
 for k, r in memory.items():
@@ -435,25 +557,30 @@ plt.show()
 
 # %% [markdown]
 # How to read it. The backward of any method needs one (B, T, V) tensor, the gradient of the
-# logits, so "one copy" is the floor of the backward peak. (a) keeps a full copy alive from
-# forward to backward and needs about three in backward; (b) keeps nothing, but its forward and
-# backward peaks are as high as (a)'s; (c) stays near the floor in both phases, and its forward
-# adds only a chunk of `CHUNK_ELEMENTS` floats. On a GPU these are the gigabytes that decide the
-# micro-batch size.
+# logits, so "one copy" is the floor of the backward peak. In student mode ((4, 256, 32000), 131
+# MB of logits; the figures move by a few MB from run to run): (a) keeps a full copy alive from
+# forward to backward and needs about three in backward (about 395 MB); (b) keeps nothing, but
+# its forward and backward peaks are as high as (a)'s; (c) keeps nothing of that size, adds
+# about 17 MB in forward (a chunk of `CHUNK_ELEMENTS` floats and its temporaries) and about 1.25
+# copies in backward (about 160 MB). On a GPU these are the gigabytes that decide the micro-batch
+# size.
 
 # %% [markdown]
 # ## Pitfall from practice: the loss, not the model, runs out of memory
 #
-# A common first SFT script for Qwen2.5-Math-1.5B runs fine at micro-batch 2 and dies at 4 with an
-# out-of-memory error *in the loss*: `logits.float().log_softmax(-1)` upcasts 151 936-wide bf16
-# logits to float32 (a new 5 GB tensor for (8, 1024)), log_softmax makes another, and autograd
-# keeps one of them for backward. The model's own activations were never the problem. The fixes
-# used in practice are the one you wrote: compute `logit[label] - logsumexp` row-chunk by
-# row-chunk in float32 (TRL's `selective_log_softmax` loops over rows for the same reason; fused
-# kernels such as Liger's go further and never materialise the logits at all). The second classic
-# of this step is the *double shift*: `tokenize_prompt_and_output` already shifted the labels, and
-# slicing `logits[:, :-1]` again silently trains the model to predict the token after next; the
-# loss still goes down, just to a worse place.
+# The arithmetic of the table above, for Qwen2.5-Math-1.5B (1.5 billion parameters, a vocabulary
+# of 151 936): its weights take 3.1 GB in bfloat16, and one micro-batch of 8 sequences of 1024
+# tokens has 2.5 GB of bf16 logits. The usual first loss, `logits.float().log_softmax(-1)`,
+# makes a 5.0 GB float32 copy and a 5.0 GB log_softmax output, and autograd keeps the latter until
+# backward: 10 GB for the loss alone, more than three times the weights, so the loss is what runs
+# out of memory first as the micro-batch grows. (Arithmetic from the shapes; not measured here,
+# where no GPU runs.) The fix used in practice is the one you wrote: compute
+# `logit[label] - logsumexp` chunk by chunk in float32. TRL's `selective_log_softmax` loops over
+# rows for the same reason, and fused kernels such as Liger's never materialise the logits at all
+# (both from their documentation and source; not measured here). The second classic of this step
+# is the *double shift*: `tokenize_prompt_and_output` already shifted the labels, and slicing
+# `logits[:, :-1]` and `labels[:, 1:]` again pairs each position with the token after next; the
+# shapes still match, so nothing fails, and the model is trained on the wrong targets.
 #
 # ## Summary
 #
@@ -462,7 +589,8 @@ plt.show()
 # - $\log p(y_t) = z_{t, y_t} - \operatorname{logsumexp}(z_t)$; its gradient is
 #   $\text{onehot} - \operatorname{softmax}$.
 # - Get it without a second (B, T, V) tensor: a custom `autograd.Function` that saves only the
-#   logits, labels and (N,) log-normalisers and works in row chunks. Measured above: about one
-#   copy of the logits in backward instead of three.
+#   logits, labels and (N,) log-normalisers and works in row chunks. Measured above: about 1.25
+#   copies of the logits in backward instead of three, and nothing of their size kept between
+#   forward and backward.
 # - `get_response_log_probs` returns unmasked (B, T) log-probs (with gradient) and, optionally,
 #   the per-token entropy (without). Masking happens in the loss: notebook 04.

@@ -1,8 +1,8 @@
 # %% [markdown]
 # # 04 · The SFT step and gradient accumulation
 #
-# **Goal.** A real SFT batch does not fit in memory at once (notebook 03 measured why: the logits
-# alone are gigabytes), so the trainer splits each batch of $B$ examples into $k$ micro-batches,
+# **Goal.** A real SFT batch does not fit in memory at once (notebook 03 worked out why: for a
+# real model the logits alone are gigabytes), so the trainer splits each batch of $B$ examples into $k$ micro-batches,
 # runs forward and backward on each, lets the gradients *add up* in `.grad`, and steps the
 # optimizer once. Done right, this is exactly the gradient of the full batch, only slower. Done
 # wrong, it is a gradient $k$ times too large, or a subtly re-weighted one, and training still
@@ -51,31 +51,35 @@ from course_lib.selfcheck import cmp, expect  # cmp: exact / approximate / max d
 #
 # - forget the $1/k$: `.grad` holds $k\,\nabla\mathcal{L}$;
 # - normalise each micro-batch by *its own* token count (a per-micro-batch token mean): the
-#   pieces no longer add up to any full-batch loss, because micro-batches have different numbers
-#   of response tokens. A fixed constant $c$ (or one token count for the whole batch) avoids this
-#   by construction.
+#   pieces add up to the gradient of a *re-weighted* loss, in which a token of micro-batch $j$
+#   weighs $1/(k\,N_j)$, with $N_j$ that micro-batch's number of response tokens, instead of the
+#   $1/N$ of the token mean over the whole batch ($N = \sum_j N_j$). Micro-batches have different
+#   numbers of response tokens, so the tokens of a short micro-batch count more. A fixed constant
+#   $c$ (or one token count for the whole batch) avoids this by construction.
 #
-# The gradient with respect to the log-probs themselves is simple enough to check by hand:
+# The gradient with respect to the log-probs themselves is simple enough to check by hand
+# ($B$ is always the full batch; a micro-batch holds $B/k$ examples):
 #
 # $$\frac{\partial}{\partial \ell_{b,t}} \frac{\bar{\mathcal{L}}_j}{k} = -\frac{m_{b,t}}{c \cdot (B/k) \cdot k} = -\frac{m_{b,t}}{c\,B}.$$
 
 # %% [markdown]
 # ## A worked example on tiny tensors
 #
-# Two sequences, four positions, $c = 42$, $k = 2$. Sequence 0 has response tokens at
-# positions 1 and 2, sequence 1 at positions 2 and 3:
+# One micro-batch of two sequences, four positions, from a batch of $B = 4$ split into $k = 2$
+# micro-batches ($B/k = 2$), $c = 42$. Sequence 0 has response tokens at positions 1 and 2,
+# sequence 1 at positions 2 and 3:
 
 # %%
 logp = torch.tensor([[-0.1, -0.5, -2.0, -9.0], [-3.0, -0.7, -0.2, -1.0]], requires_grad=True)
 mask = torch.tensor([[0, 1, 1, 0], [0, 0, 1, 1]], dtype=torch.bool)
-c, k = 42.0, 2
+c, k, B = 42.0, 2, 4  # B: the full batch; this micro-batch holds B / k = 2 of its examples
 per_sequence = torch.where(mask, -logp, 0.0).sum(-1) / c
 print("per-sequence NLL / c :", per_sequence.tolist(), " = [(0.5 + 2.0) / 42, (0.2 + 1.0) / 42]")
 loss = per_sequence.mean() / k
 print("micro-batch loss / k :", loss.item(), " = mean / 2")
 loss.backward()
 print("d loss / d logp      :", logp.grad.tolist())
-print("-mask / (c * B * k)  :", (-mask.float() / (c * 2 * k)).tolist())
+print("-mask / (c * B)      :", (-mask.float() / (c * B)).tolist())
 
 # %% [markdown]
 # The masked sum from notebook 03, which the step uses (given):
@@ -94,7 +98,7 @@ import torch
 # The hidden cases run $k = 1..5$ micro-batches whose log-probs all depend on one shared
 # parameter, and compare the loss returned by each call (a 0-dim tensor of the log-probs' dtype),
 # the parameter's `.grad` after each call and `metadata["nll_per_sequence"]`: with constants 42,
-# 0.5 and the default, bool, int and float masks, float64, $B = 1$, $T = 1$, empty rows and an
+# 0.5 and the default, bool, int and float masks, float64, one example per micro-batch, $T = 1$, empty rows and an
 # all-empty mask, very large log-probs, $-\infty$ on padding, a gradient already in `.grad`, and
 # log-probs that *are* a leaf tensor with a gradient already in its `.grad` (so zeroing or
 # replacing the `.grad` of your input shows).
@@ -106,8 +110,9 @@ import torch
 # ## Self-checks
 
 # %% [tests] sft_microbatch_train_step 5
-B, T, c, k = 3, 5, 42.0, 4
-logp_values = -torch.rand(B, T) * 3
+# one micro-batch of n = 3 examples, from a batch of B = n * k = 12 split into k = 4 micro-batches
+n, T, c, k = 3, 5, 42.0, 4
+logp_values = -torch.rand(n, T) * 3
 mask = torch.tensor([[0, 1, 1, 1, 0], [0, 0, 1, 1, 1], [1, 1, 1, 1, 1]], dtype=torch.bool)
 expected_per_seq = (-logp_values * mask).sum(-1) / c
 
@@ -122,14 +127,14 @@ expect(not torch.isclose(ratio, torch.tensor(1.0 / k)) or k == 1,
 expect(cmp("loss = mean_b(NLL_b / c) / k", torch.as_tensor(loss).detach(), expected_per_seq.mean() / k),
        "wrong loss: sum -logp over response tokens, divide by normalize_constant (not by the token count), "
        "mean over the batch, divide by gradient_accumulation_steps")
-expected_grad = -mask.float() / (c * B * k)
+expected_grad = -mask.float() / (c * n * k)  # = -mask / (c B): the full batch's mean, split k ways
 grad_ratio = (leaf.grad.abs().sum() / expected_grad.abs().sum()).item()
 expect(abs(grad_ratio - k) > 1e-3, f"forgot to divide by gradient_accumulation_steps: gradient is k = {k} times too large")
-expect(cmp("d loss / d logp = -mask / (c B k)", leaf.grad, expected_grad),
-       "wrong gradient: it should be -mask / (normalize_constant * batch_size * gradient_accumulation_steps); "
+expect(cmp("d loss / d logp = -mask / (c n k)", leaf.grad, expected_grad),
+       "wrong gradient: it should be -mask / (normalize_constant * micro-batch size * gradient_accumulation_steps); "
        "masked positions must get 0")
 expect(cmp("metadata nll_per_sequence", meta["nll_per_sequence"], expected_per_seq),
-       "metadata['nll_per_sequence'] should be the (B,) masked NLL sums / normalize_constant, before / k")
+       "metadata['nll_per_sequence'] should be the (n,) masked NLL sums of the micro-batch / normalize_constant, before / k")
 
 # two calls add up: the step accumulates into .grad, never overwrites
 sft_microbatch_train_step(leaf, mask, gradient_accumulation_steps=k, normalize_constant=c)
@@ -261,10 +266,13 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# Reading the plot: your step sits at float32 rounding for every $k$; forgetting $1/k$ gives a
-# relative error of exactly $k - 1$ (the gradient is $k$ times too long, pointing the right
-# way); the per-micro-batch token mean is off by a few percent to tens of percent, and the error
-# depends on how unequal the micro-batches' lengths are, so it changes from batch to batch.
+# Reading the plot (and the lines above it): your step sits at float32 rounding for every $k$
+# (about $10^{-7}$); forgetting $1/k$ gives a relative error of exactly $k - 1$ (the gradient is
+# $k$ times too long, pointing the right way); the per-micro-batch token mean is off by a few
+# percent to tens of percent. Its error grows with how unequal the micro-batches' token counts
+# are: in student mode, 4% with $k = 2$ and $k = 4$, and 31% with $k = 8$, where each
+# micro-batch is a single example and the response lengths (printed above) run from 27 to 78
+# tokens.
 #
 # Why "forgot / k" can go unnoticed: Adam divides each update by a running estimate of the
 # gradient's size, so a gradient scaled by $k$ gives almost the same update. But gradient
@@ -280,7 +288,8 @@ plt.show()
 # mean over *that micro-batch's* tokens, and the $k$ means were averaged. With padding-free or
 # variable-length batches, micro-batches have different token counts, so long and short
 # micro-batches were weighted alike, and a run with accumulation $k = 16$ reached a visibly higher
-# loss than the same run with one big batch. The fix (`num_items_in_batch`) divides every
+# loss than the same run with one big batch (as reported when the bug was found and fixed, in
+# `transformers` 4.46; not measured here). The fix (`num_items_in_batch`) divides every
 # micro-batch by the token count of the *whole* batch: a normaliser fixed before the
 # micro-batches are cut, exactly the role of `normalize_constant` here. The lesson: check any
 # accumulation code the way you did above, by comparing gradients with the full batch on a tiny

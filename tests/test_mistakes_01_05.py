@@ -59,6 +59,14 @@ EXTRACT = {
             m = re.search(r"####\\s*(.+?)\\s*$", answer_text, re.DOTALL)
             return "" if m is None else m.group(1).strip().replace(",", "")
     """,
+    "first_marker": """
+        import re
+        def extract_gsm8k_answer(answer_text):
+            m = re.search(r"####\\s*(.+?)\\s*$", answer_text, re.DOTALL)
+            if m is None:
+                raise ValueError("no answer")
+            return m.group(1).strip().replace(",", "")
+    """,
     "digits_only": """
         import re
         def extract_gsm8k_answer(answer_text):
@@ -81,7 +89,7 @@ R1_BASE = """
     import re
     from course_lib.gsm8k import format_r1_zero_prompt, r1_zero_prompt_template
     def extract_gsm8k_answer(answer_text):
-        m = re.search(r"####\\s*(.+?)\\s*$", answer_text, re.DOTALL)
+        m = re.search(r"####(?!.*####)\\s*(.+?)\\s*$", answer_text, re.DOTALL)
         if m is None:
             raise ValueError("no answer")
         return m.group(1).strip().replace(",", "")
@@ -123,6 +131,7 @@ R1 = {
     "commas_in_the_ground_truth": r1(truth='text[cut + 4:].strip()'),
     "reasoning_not_stripped": r1(reasoning="text[:cut]"),
     "no_value_error": r1(check=False),
+    "cut_at_the_first_marker": r1(reasoning='text[:text.find("####")].strip()'),
 }
 
 # ---------------------------------------------------------------- 01: tokenize_prompt_and_output
@@ -336,6 +345,23 @@ LOGPROBS = {
     "backward_ignores_grad_out": LOGPROBS_BASE.replace(
         "g = grad_out[sl]", "g = torch.ones_like(grad_out[sl])"),
     "logsumexp_added": LOGPROBS_BASE.replace("return picked - lse", "return picked + lse"),
+    "softmax_kept_as_ctx_attribute": """
+        import torch
+        class _SelectedLogProb(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, logits, labels):
+                log_p = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
+                ctx.probs, ctx.labels, ctx.dtype = log_p.exp(), labels, logits.dtype
+                return log_p.gather(-1, labels[:, None]).squeeze(-1)
+            @staticmethod
+            def backward(ctx, grad_out):
+                grad = -grad_out[:, None] * ctx.probs
+                grad.scatter_add_(-1, ctx.labels[:, None], grad_out[:, None].to(grad.dtype))
+                return grad.to(ctx.dtype), None
+        def log_probs_from_logits(logits, labels):
+            b, t, v = logits.shape
+            return _SelectedLogProb.apply(logits.reshape(b * t, v), labels.reshape(-1)).view(b, t)
+    """,
     "softmax_saved_for_backward": """
         import torch
         class _SelectedLogProb(torch.autograd.Function):
@@ -472,6 +498,93 @@ STEP = {
         "        if len(batch_examples) % k != 0:\n            raise ValueError(\"the batch does not split into k micro-batches\")\n", ""),
 }
 
+# ---------------------------------------------------------------- 05: evaluate
+EVAL_BASE = """
+    from course_lib.rewards import r1_zero_reward_fn
+    def evaluate(engine, prompts, ground_truths, sampling_params, reward_fn=r1_zero_reward_fn):
+        if len(prompts) != len(ground_truths):
+            raise ValueError("lengths differ")
+        if not prompts:
+            raise ValueError("no prompts")
+        if sampling_params.n != 1:
+            raise ValueError("one sample per prompt")
+        rollouts = engine.generate(list(prompts), sampling_params)
+        rewards = [reward_fn(r.text, gt) for r, gt in zip(rollouts, ground_truths)]
+        categories = []
+        for s in rewards:
+            if s["format_reward"] == 0:
+                categories.append("format_wrong")
+            elif s["answer_reward"] == 0:
+                categories.append("answer_wrong")
+            else:
+                categories.append("correct")
+        counts = {c: categories.count(c) for c in ("format_wrong", "answer_wrong", "correct")}
+        n = len(rewards)
+        return {"rollouts": rollouts, "rewards": rewards, "categories": categories, "counts": counts,
+                "format_reward": sum(s["format_reward"] for s in rewards) / n,
+                "answer_reward": sum(s["answer_reward"] for s in rewards) / n,
+                "reward": sum(s["reward"] for s in rewards) / n}
+"""
+EVALUATE = {
+    "answer_checked_before_format": EVAL_BASE.replace(
+        """            if s["format_reward"] == 0:
+                categories.append("format_wrong")
+            elif s["answer_reward"] == 0:
+                categories.append("answer_wrong")
+            else:
+                categories.append("correct")""",
+        """            if s["answer_reward"] == 1:
+                categories.append("correct")
+            elif s["format_reward"] == 0:
+                categories.append("format_wrong")
+            else:
+                categories.append("answer_wrong")"""),
+    "r1_zero_reward_hard_coded": EVAL_BASE.replace("rewards = [reward_fn(r.text, gt)", "rewards = [r1_zero_reward_fn(r.text, gt)"),
+    "reward_arguments_swapped": EVAL_BASE.replace("reward_fn(r.text, gt)", "reward_fn(gt, r.text)"),
+    "prompt_and_response_graded": EVAL_BASE.replace(
+        "rewards = [reward_fn(r.text, gt) for r, gt in zip(rollouts, ground_truths)]",
+        "rewards = [reward_fn(p + r.text, gt) for p, r, gt in zip(prompts, rollouts, ground_truths)]"),
+    "counts_without_zeros": EVAL_BASE.replace(
+        'counts = {c: categories.count(c) for c in ("format_wrong", "answer_wrong", "correct")}',
+        "import collections\n        counts = dict(collections.Counter(categories))"),
+    "answer_reward_over_well_formatted_only": EVAL_BASE.replace(
+        '"answer_reward": sum(s["answer_reward"] for s in rewards) / n,',
+        '"answer_reward": sum(s["answer_reward"] for s in rewards) / max(1, sum(s["format_reward"] for s in rewards)),'),
+    "own_sampling_params": EVAL_BASE.replace(
+        "rollouts = engine.generate(list(prompts), sampling_params)",
+        "from course_lib.rollouts import SamplingParams\n"
+        "        rollouts = engine.generate(list(prompts), SamplingParams(temperature=0.0, max_tokens=sampling_params.max_tokens))"),
+    "zip_truncates_silently": EVAL_BASE.replace(
+        '        if len(prompts) != len(ground_truths):\n            raise ValueError("lengths differ")\n', ""),
+    "means_as_tensors": EVAL_BASE.replace(
+        '"format_reward": sum(s["format_reward"] for s in rewards) / n,',
+        '"format_reward": torch.tensor([s["format_reward"] for s in rewards]).mean(),').replace(
+        "    from course_lib.rewards import r1_zero_reward_fn\n", "    import torch\n    from course_lib.rewards import r1_zero_reward_fn\n"),
+    "duplicate_prompts_generated_once": EVAL_BASE.replace(
+        "rollouts = engine.generate(list(prompts), sampling_params)",
+        "unique = list(dict.fromkeys(prompts))\n"
+        "        by_prompt = dict(zip(unique, engine.generate(unique, sampling_params)))\n"
+        "        rollouts = [by_prompt[p] for p in prompts]"),
+    "rollouts_replaced_by_texts": EVAL_BASE.replace('return {"rollouts": rollouts,', 'return {"rollouts": [r.text for r in rollouts],'),
+}
+EVALUATE_CORRECT = """
+    from course_lib.rewards import r1_zero_reward_fn
+    def evaluate(engine, prompts, ground_truths, sampling_params, reward_fn=r1_zero_reward_fn):
+        if not prompts or len(prompts) != len(ground_truths) or sampling_params.n != 1:
+            raise ValueError("bad arguments")
+        out = {"rollouts": engine.generate(prompts, sampling_params), "rewards": [], "categories": [],
+               "counts": dict.fromkeys(["format_wrong", "answer_wrong", "correct"], 0)}
+        for rollout, truth in zip(out["rollouts"], ground_truths):
+            score = reward_fn(rollout.text, truth)
+            category = "format_wrong" if not score["format_reward"] else "answer_wrong" if not score["answer_reward"] else "correct"
+            out["rewards"].append(score)
+            out["categories"].append(category)
+            out["counts"][category] += 1
+        for key in ("format_reward", "answer_reward", "reward"):
+            out[key] = float(sum(s[key] for s in out["rewards"]) / len(out["rewards"]))
+        return out
+"""
+
 MISTAKES = (
     [("extract_gsm8k_answer", n, s) for n, s in EXTRACT.items()]
     + [("gsm8k_to_r1_zero", n, s) for n, s in R1.items()]
@@ -482,6 +595,7 @@ MISTAKES = (
     + [("get_response_log_probs", n, s) for n, s in GRLP.items()]
     + [("sft_microbatch_train_step", n, s) for n, s in MICRO.items()]
     + [("sft_train_step", n, s) for n, s in STEP.items()]
+    + [("evaluate", n, s) for n, s in EVALUATE.items()]
 )
 CORRECT = [
     ("extract_gsm8k_answer", "rpartition", EXTRACT_CORRECT),
@@ -495,6 +609,8 @@ CORRECT = [
     ("sft_microbatch_train_step", "masked_fill_sum", MICRO_CORRECT),
     ("sft_microbatch_train_step", "as_the_reference", MICRO_BASE),
     ("sft_train_step", "as_the_reference", STEP_BASE),
+    ("evaluate", "one_loop", EVALUATE_CORRECT),
+    ("evaluate", "as_the_reference", EVAL_BASE),
 ]
 
 

@@ -256,3 +256,37 @@ def test_grpo_train_step_is_the_trainers_update(tok):
     moved = max((p - q).abs().max().item() for p, q in zip(mine.parameters(), start.parameters()))
     worst = max((p - q).abs().max().item() for p, q in zip(mine.parameters(), trained.parameters()))
     assert moved > 1e-3 and worst < 1e-6, (moved, worst)
+
+
+def test_expert_iteration_trains_only_on_what_the_evaluator_grades_correct(tok):
+    from course_lib import evaluate
+    from course_lib.training.sft_trainer import expert_iteration
+
+    def even_length_is_correct(response, ground_truth):  # a reward that a random model meets half the time
+        ok = float(len(response) % 2 == 0)
+        return {"format_reward": 1.0, "answer_reward": ok, "reward": ok}
+
+    graded = []
+
+    def evaluate_fn(engine, prompts, ground_truths, params):
+        res = evaluate(engine, prompts, ground_truths, params, reward_fn=even_length_is_correct)
+        graded.append([r.text for r, c in zip(res["rollouts"], res["categories"]) if c == "correct"])
+        return res
+
+    trained_on = []
+
+    def tokenize_fn(prompts, outputs, tokenizer):
+        trained_on.extend(outputs)
+        return tokenize_prompt_and_output(prompts, outputs, tokenizer)
+
+    model = random_qwen2(tok)
+    before = copy.deepcopy(model.state_dict())
+    history = expert_iteration(model, tok, problems(4), problems(2, "test"), evaluate_fn=evaluate_fn, n_iterations=1,
+                               questions_per_iteration=4, samples_per_question=3, max_tokens=12,
+                               sft=dict(lr=1e-2, batch_size=2, epochs=1, warmup_steps=0), tokenize_fn=tokenize_fn)
+    assert [h["iteration"] for h in history] == [0, 1] and history[0]["kept"] == 0
+    sampled_correct = graded[1]  # the evaluations: before, the 12 samples, after
+    assert history[1]["samples"] == 12 and history[1]["correct_samples"] == len(sampled_correct) > 0
+    assert history[1]["kept"] <= history[1]["correct_samples"] and history[1]["sft_steps"] > 0
+    assert trained_on and set(trained_on) <= set(sampled_correct), "SFT saw a response the evaluator did not grade correct"
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())

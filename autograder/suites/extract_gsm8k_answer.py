@@ -2,7 +2,8 @@
 
 Beyond the visible checks: thousands commas (several groups), negative and decimal answers,
 no space or extra spaces and newlines around the answer, calculator notes full of other
-numbers, and a text without `#### N`, which must raise ValueError.
+numbers, a text with two `####` lines (the answer follows the last one, the marker at which
+`gsm8k_to_r1_zero` cuts the reasoning), and a text without `#### N`, which must raise ValueError.
 """
 
 import torch
@@ -23,6 +24,8 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
         ("negative_and_decimal", {"texts": [f"The change is -{k}.\n#### -{k}", f"Each gets {k}/4 = {k / 4}.\n#### {k / 4}"]}),
         ("spacing", {"texts": [f"####{k}", f"It is {k}.\n#### {k}  \n", f"#### \t{n}\n\n"]}),
         ("other_numbers_first", {"texts": [f"{n} - {k} = <<{n}-{k}={n - k}>>{n - k}\n{k} * 2 = {2 * k}\n#### {n - k}"]}),
+        ("two_markers_the_last_counts", {"texts": [f"#### {k}\nCorrected: {k} + 1 = {k + 1}\n#### {k + 1}",
+                                                   f"{n} #### {k}\n#### {n:,}"]}),
         ("no_final_answer", {"texts": [f"The answer is {k}."]}),
     ]
 

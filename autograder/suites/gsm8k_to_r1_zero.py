@@ -2,7 +2,8 @@
 
 Beyond the visible checks: random arithmetic records, a custom prompt template, an answer with
 thousands commas (the ground truth and the answer tag hold the bare number), reasoning with
-surrounding whitespace, and a record without `#### N`, which must raise ValueError.
+surrounding whitespace, a record with two `####` lines (the reasoning is everything before the
+last one, the answer what follows it), and a record without `#### N`, which must raise ValueError.
 """
 
 import torch
@@ -25,6 +26,9 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
                                           "answer": f"{k} * 1250 = <<{k}*1250={n}>>{n}\n#### {n:,}"}, "template": None}),
         ("whitespace_around_reasoning", {"example": {"question": "  What is 3 + 4?  ",
                                                      "answer": "\n  3 + 4 = 7  \n\n#### 7\n"}, "template": None}),
+        ("two_markers", {"example": {"question": f"What is {k} + 1?",
+                                     "answer": f"{k} + 1 = {k + 2}\n#### {k + 2}\nNo: {k} + 1 = {k + 1}\n#### {k + 1}"},
+                         "template": None}),
         ("no_final_answer", {"example": {"question": "What is 2 + 2?", "answer": "It is 4."}, "template": None}),
     ]
 

@@ -7,7 +7,9 @@ float64), logits of magnitude 1e4, enough rows for several chunks of the noteboo
 chunk, wherever the function reads that global), the gradient with respect to the logits
 through a weighted sum of the log-probs (float32 and float64), the logits left unchanged, and,
 on large logits, what autograd keeps for backward besides the logits: less than an eighth of
-their size (a `log_softmax` output or a float32 copy of the logits is a full (B, T, V) tensor).
+their size (a `log_softmax` output or a float32 copy of the logits is a full (B, T, V) tensor),
+counting both what `ctx.save_for_backward` saves and any tensor kept as an attribute of `ctx`
+(`ctx.probs = ...`), which saved-tensor hooks do not see.
 """
 
 from __future__ import annotations
@@ -45,6 +47,24 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
     ]
 
 
+def ctx_attribute_storages(out: torch.Tensor) -> dict[int, int]:
+    """{storage pointer: bytes} of the tensors kept as attributes of the nodes of `out`'s graph:
+    what a custom autograd.Function stores on `ctx` itself, which saved-tensor hooks never see."""
+    found, seen = {}, set()
+    stack = [out.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for value in getattr(node, "__dict__", {}).values():
+            for t in value if isinstance(value, (list, tuple)) else [value]:
+                if isinstance(t, torch.Tensor):
+                    found[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        stack += [f for f, _ in node.next_functions]
+    return found
+
+
 def call(fn, inputs: dict) -> dict:
     logits = inputs["logits"].clone().requires_grad_()
     before = logits.detach().clone()
@@ -66,6 +86,8 @@ def call(fn, inputs: dict) -> dict:
             out = fn(logits, inputs["labels"].clone())
         result = {"log_probs": out, "input_unchanged": bool(torch.equal(logits.detach(), before))}
         if logits.numel() >= MEMORY_CHECK_MIN_ELEMENTS:
+            if isinstance(out, torch.Tensor) and out.grad_fn is not None:
+                kept.update({ptr: n for ptr, n in ctx_attribute_storages(out).items() if ptr != own})
             result["keeps_less_than_an_eighth_of_the_logits"] = sum(kept.values()) < logits.numel() * logits.element_size() / 8
         if logits.dtype in (torch.float32, torch.float64):
             (out * inputs["weights"].to(out.dtype)).sum().backward()

@@ -1,11 +1,13 @@
 """Evaluation: format and answer accuracy with `r1_zero_reward_fn`, and a report of generations.
 
 `evaluate` samples one response per problem (greedy by default) with any rollout engine and
-averages the three rewards. `log_generations` writes what a person needs to read a model's
-behaviour: prompt, response, gold answer, rewards, the mean entropy of the response tokens and
-the lengths, one jsonl line each, with a summary split by correct and wrong responses (a model
-that is wrong with long, high-entropy answers is guessing; short confident wrong answers are
-a systematic mistake).
+averages the three rewards; the sampling, the grading and the three categories (format wrong,
+answer wrong, correct) are the graded `course_lib.evaluate` of notebook 05, which this module
+wraps for records, models and long lists. `log_generations` writes what a person needs to read a
+model's behaviour: prompt, response, gold answer, rewards, the mean entropy of the response
+tokens and the lengths, one jsonl line each, with a summary split by correct and wrong
+responses (a model that is wrong with long, high-entropy answers is guessing; short confident
+wrong answers are a systematic mistake).
 """
 
 from __future__ import annotations
@@ -13,14 +15,15 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Callable
 
 import torch
 
 from ..gsm8k import as_r1_zero
 from ..logprobs import get_response_log_probs
-from ..masking import masked_mean
-from ..rewards import r1_zero_reward_fn
-from ..rollouts import FastEngine, HFEngine, Rollout, RolloutEngine, SamplingParams, UnsupportedModelError
+from ..rewards import CATEGORIES
+from ..rewards import evaluate as graded_evaluate
+from ..rollouts import FastEngine, HFEngine, RolloutEngine, SamplingParams, UnsupportedModelError
 from ..rollouts.fast_engine import check_supported
 from ..tokenization import tokenize_prompt_and_output
 from .models import TemperatureScaled
@@ -37,31 +40,16 @@ def _engine(engine_or_model, tokenizer, batch_size: int) -> RolloutEngine:
     return engine_or_model
 
 
-def generate_responses(engine_or_model, tokenizer, examples, max_tokens=128, temperature=0.0,
-                       batch_size=256, seed=0, progress=False) -> tuple[list[dict], list[Rollout]]:
-    examples = as_r1_zero(examples)
-    engine = _engine(engine_or_model, tokenizer, batch_size)
-    params = SamplingParams(temperature=temperature, max_tokens=max_tokens, stop=("</answer>",), n=1, seed=seed)
-    prompts = [ex["prompt"] for ex in examples]
-    rollouts: list[Rollout] = []
-    chunk = max(batch_size, 1)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(prompts), desc="eval", leave=False)
-    for start in range(0, len(prompts), chunk):
-        rollouts += engine.generate(prompts[start : start + chunk], params)
-        if bar is not None:
-            bar.update(min(chunk, len(prompts) - start))
-    if bar is not None:
-        bar.close()
-    return examples, rollouts
-
-
 def evaluate(engine_or_model, tokenizer, examples: list[dict], max_tokens: int = 128, temperature: float = 0.0,
-             batch_size: int = 256, seed: int = 0, progress: bool = False, return_rollouts: bool = False) -> dict:
-    """Format and answer accuracy of one response per example, graded by `r1_zero_reward_fn`.
+             batch_size: int = 256, seed: int = 0, progress: bool = False, return_rollouts: bool = False,
+             evaluate_fn: Callable | None = None) -> dict:
+    """Format and answer accuracy of one response per example: `course_lib.evaluate` on records.
+
+    The generation, the grading and the three categories are the graded `course_lib.evaluate`
+    (notebook 05), or `evaluate_fn` when given (a notebook passes its own); this wrapper turns
+    records into prompts and ground truths, a model into an engine, and the settings into
+    `SamplingParams` (stop at "</answer>"), runs it `batch_size` examples at a time (a progress
+    bar per chunk when `progress`), and adds the response lengths.
 
     Args:
         engine_or_model: a `RolloutEngine`, or a model (wrapped in the default engine, `FastEngine`
@@ -69,24 +57,48 @@ def evaluate(engine_or_model, tokenizer, examples: list[dict], max_tokens: int =
         examples: GSM8K-style or r1_zero records.
         temperature: 0 (default) is greedy, the usual way to report accuracy.
     Returns:
-        {"format_reward", "answer_reward", "reward", "n", "mean_response_tokens",
-         "truncated_fraction"} (and "rollouts" and "scores" when `return_rollouts`).
+        {"format_reward", "answer_reward", "reward", "n", "counts", "mean_response_tokens",
+         "truncated_fraction"} (and "rollouts", "scores" and "categories" when `return_rollouts`).
     """
-    examples, rollouts = generate_responses(engine_or_model, tokenizer, examples, max_tokens, temperature,
-                                            batch_size, seed, progress)
-    scores = [r1_zero_reward_fn(r.text, ex["ground_truth"]) for r, ex in zip(rollouts, examples)]
-    n = max(len(scores), 1)
+    examples = as_r1_zero(examples)
+    if not examples:  # nothing to grade: zeros, as a mean over no example is reported here
+        return {"format_reward": 0.0, "answer_reward": 0.0, "reward": 0.0, "n": 0, "counts": dict.fromkeys(CATEGORIES, 0),
+                "mean_response_tokens": 0.0, "truncated_fraction": 0.0,
+                **({"rollouts": [], "scores": [], "categories": []} if return_rollouts else {})}
+    engine = _engine(engine_or_model, tokenizer, batch_size)
+    params = SamplingParams(temperature=temperature, max_tokens=max_tokens, stop=("</answer>",), n=1, seed=seed)
+    grade = evaluate_fn or graded_evaluate
+    chunk = max(batch_size, 1)
+    rollouts, scores, categories = [], [], []
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(examples), desc="eval", leave=False)
+    for start in range(0, len(examples), chunk):
+        part = examples[start : start + chunk]
+        res = grade(engine, [ex["prompt"] for ex in part], [ex["ground_truth"] for ex in part], params)
+        rollouts += res["rollouts"]
+        scores += res["rewards"]
+        categories += res["categories"]
+        if bar is not None:
+            bar.update(len(part))
+    if bar is not None:
+        bar.close()
+    n = len(scores)
     out = {
         "format_reward": sum(s["format_reward"] for s in scores) / n,
         "answer_reward": sum(s["answer_reward"] for s in scores) / n,
         "reward": sum(s["reward"] for s in scores) / n,
-        "n": len(scores),
+        "n": n,
+        "counts": {c: categories.count(c) for c in CATEGORIES},
         "mean_response_tokens": sum(len(r.token_ids) for r in rollouts) / n,
         "truncated_fraction": sum(r.finish_reason == "length" for r in rollouts) / n,
     }
     if return_rollouts:
         out["rollouts"] = rollouts
         out["scores"] = scores
+        out["categories"] = categories
     return out
 
 
@@ -106,42 +118,58 @@ def response_entropies(model, tokenizer, prompts: list[str], responses: list[str
             res = get_response_log_probs(scored, batch["input_ids"].to(device), batch["labels"].to(device),
                                          return_token_entropy=True)
             mask = batch["response_mask"].to(device)
-            out += masked_mean(res["token_entropy"], mask, dim=-1).tolist()
+            # the masked mean written out (masked_mean is graded in notebook 07, after the
+            # notebooks that log generations): an empty response gives 0/0 = NaN
+            kept = torch.where(mask, res["token_entropy"], 0.0)
+            out += (kept.sum(dim=-1) / mask.sum(dim=-1)).tolist()
     finally:
         model.train(was_training)
     return out
 
 
-def log_generations(model, tokenizer, examples: list[dict], path: str | os.PathLike, engine: RolloutEngine | None = None,
-                    max_tokens: int = 128, temperature: float = 0.0, batch_size: int = 256, seed: int = 0,
-                    step: int | None = None) -> dict:
-    """Generate for `examples`, write one jsonl line per example to `path`, return the summary.
+def log_generations(model, tokenizer, examples: list[dict], path: str | os.PathLike | None = None,
+                    engine: RolloutEngine | None = None, max_tokens: int = 128, temperature: float = 0.0,
+                    batch_size: int = 256, seed: int = 0, step: int | None = None,
+                    evaluate_fn: Callable | None = None, return_records: bool = False) -> dict:
+    """Generate for `examples`, grade them, and summarise what a person needs to read the model.
 
-    Each line: prompt, response, gold, format_reward, answer_reward, reward, mean_token_entropy,
-    response_tokens, response_chars, finish_reason (and step when given). The summary (also
-    written next to the file as `<name>.summary.json`) gives the mean response length and
-    entropy over all, correct and wrong responses, and the rewards.
+    Per example: prompt, response, gold, format_reward, answer_reward, reward, category,
+    mean_token_entropy (of the response tokens, under `model`), response_tokens, response_chars,
+    finish_reason (and step when given); one jsonl line each in `path` when given. The summary
+    (also written next to the file as `<name>.summary.json`) gives the rewards, the counts of
+    the three categories, and the mean response length and entropy over all, correct and wrong
+    (format or answer) responses: a model that is wrong with long, high-entropy answers is
+    guessing; short confident wrong answers are a systematic mistake. The generation and the
+    grading are `evaluate` above (so `evaluate_fn` too); `return_records` adds the records.
     """
-    examples, rollouts = generate_responses(engine or model, tokenizer, examples, max_tokens, temperature,
-                                            batch_size, seed)
-    prompts = [ex["prompt"] for ex in examples]
-    texts = [r.text for r in rollouts]
-    entropies = response_entropies(model, tokenizer, prompts, texts, temperature=temperature or 1.0)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    res = evaluate(engine or model, tokenizer, examples, max_tokens, temperature, batch_size, seed,
+                   return_rollouts=True, evaluate_fn=evaluate_fn)
+    examples = as_r1_zero(examples)
+    texts = [r.text for r in res["rollouts"]]
+    entropies = response_entropies(model, tokenizer, [ex["prompt"] for ex in examples], texts,
+                                   temperature=temperature or 1.0)
     records = []
-    for ex, r, h in zip(examples, rollouts, entropies):
-        s = r1_zero_reward_fn(r.text, ex["ground_truth"])
-        rec = {"prompt": ex["prompt"], "response": r.text, "gold": ex["ground_truth"], **s,
+    for ex, r, s, cat, h in zip(examples, res["rollouts"], res["scores"], res["categories"], entropies):
+        rec = {"prompt": ex["prompt"], "response": r.text, "gold": ex["ground_truth"], **s, "category": cat,
                "mean_token_entropy": h, "response_tokens": len(r.token_ids), "response_chars": len(r.text),
                "finish_reason": r.finish_reason}
         if step is not None:
             rec["step"] = step
         records.append(rec)
-    with open(path, "w", encoding="utf-8") as f:
-        for rec in records:
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    summary = _generations_summary(records, res, step)
+    if path is not None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            for rec in records:
+                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        path.with_name(path.stem + ".summary.json").write_text(json.dumps(summary, indent=2))
+    if return_records:
+        summary["records"] = records
+    return summary
 
+
+def _generations_summary(records: list[dict], res: dict, step: int | None) -> dict:
     def stats(rs: list[dict]) -> dict:
         n = len(rs)
         if n == 0:
@@ -150,16 +178,12 @@ def log_generations(model, tokenizer, examples: list[dict], path: str | os.PathL
         return {"n": n, "mean_response_tokens": sum(r["response_tokens"] for r in rs) / n,
                 "mean_token_entropy": sum(ent) / len(ent) if ent else float("nan")}
 
-    correct = [r for r in records if r["answer_reward"] == 1.0]
-    wrong = [r for r in records if r["answer_reward"] != 1.0]
-    n = max(len(records), 1)
     summary = {
-        "n": len(records),
-        "format_reward": sum(r["format_reward"] for r in records) / n,
-        "answer_reward": sum(r["answer_reward"] for r in records) / n,
-        "all": stats(records), "correct": stats(correct), "wrong": stats(wrong),
+        "n": res["n"], "format_reward": res["format_reward"], "answer_reward": res["answer_reward"],
+        "counts": res["counts"], "all": stats(records),
+        "correct": stats([r for r in records if r["category"] == "correct"]),
+        "wrong": stats([r for r in records if r["category"] != "correct"]),
     }
     if step is not None:
         summary["step"] = step
-    path.with_name(path.stem + ".summary.json").write_text(json.dumps(summary, indent=2))
     return summary

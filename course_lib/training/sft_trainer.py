@@ -14,6 +14,9 @@ Several GPUs: launched with `torchrun --nproc_per_node N -m course_lib.training 
 process holds the policy (DistributedDataParallel) and takes every N-th example of each batch;
 rank 0 logs, evaluates and saves.
 
+`expert_iteration` (notebook 05) is SFT on the model's own correct samples: sample, keep what the
+reward grades correct, SFT on it with `train_sft`, repeat.
+
 Simplifications, named: the batch is padded to its longest sequence (no packing); the data
 order is a seeded permutation per epoch, so a step number fixes the data position exactly
 (that is what makes `--resume` exact); on CPU the model runs in float32, on GPU in bfloat16.
@@ -27,6 +30,7 @@ from typing import Callable
 
 import torch
 
+from ..gsm8k import as_r1_zero
 from ..logprobs import get_response_log_probs
 from ..rewards import r1_zero_reward_fn
 from ..sft import sft_microbatch_train_step, sft_train_step
@@ -159,3 +163,75 @@ def train_sft(
 
         dist.barrier()
     return result
+
+
+def expert_iteration(
+    model: torch.nn.Module,
+    tokenizer,
+    questions: list[dict],
+    eval_data: list[dict],
+    *,
+    evaluate_fn: Callable,
+    n_iterations: int = 3,
+    questions_per_iteration: int = 128,
+    samples_per_question: int = 4,
+    temperature: float = 1.0,
+    max_tokens: int = 100,
+    sft: dict | None = None,
+    seed: int = 0,
+    on_iteration: Callable[[dict], None] | None = None,
+    **sft_functions,
+) -> list[dict]:
+    """Expert iteration (CS336's EI): sample, keep the correct responses, SFT on them, repeat.
+
+        for i = 1 .. n_iterations:
+            Q_i = the next questions_per_iteration questions (records with a ground truth)
+            sample samples_per_question responses to each at `temperature` (seed + i)
+            keep every distinct response that evaluate_fn grades correct
+            SFT the policy, in place, on the kept (prompt, response) pairs: train_sft(sft)
+            evaluate greedily on eval_data
+
+    Only final answers are needed, never a worked solution: the model writes its own, and the
+    reward decides which to learn from. `evaluate_fn` is called as `course_lib.evaluate` is
+    (graded in notebook 05; a notebook passes its own), for the samples and the evaluations;
+    `sft_functions` (step_fn, tokenize_fn, log_probs_fn, train_step_fn) go to `train_sft`.
+
+    Returns one record per evaluation, the first before any iteration: {"iteration", "questions",
+    "samples", "correct_samples", "kept" (distinct correct responses), "sft_steps",
+    "format_reward", "answer_reward", "seconds"}.
+    """
+    import time
+
+    from .evaluation import evaluate
+
+    questions = as_r1_zero(questions)
+    history = []
+
+    def record(i: int, **extra) -> None:
+        res = evaluate(model, tokenizer, eval_data, max_tokens=max_tokens, batch_size=max(len(eval_data), 1),
+                       evaluate_fn=evaluate_fn)
+        history.append({"iteration": i, **extra, "format_reward": res["format_reward"],
+                        "answer_reward": res["answer_reward"]})
+        if on_iteration is not None:
+            on_iteration(history[-1])
+
+    record(0, questions=0, samples=0, correct_samples=0, kept=0, sft_steps=0, seconds=0.0)
+    for i in range(1, n_iterations + 1):
+        t0 = time.perf_counter()
+        batch = questions[(i - 1) * questions_per_iteration : i * questions_per_iteration]
+        repeated = [q for q in batch for _ in range(samples_per_question)]
+        sampled = evaluate(model, tokenizer, repeated, max_tokens=max_tokens, temperature=temperature,
+                           batch_size=len(repeated), seed=seed + i, return_rollouts=True, evaluate_fn=evaluate_fn)
+        kept, seen = [], set()
+        for q, rollout, category in zip(repeated, sampled["rollouts"], sampled["categories"]):
+            if category == "correct" and (q["prompt"], rollout.text) not in seen:
+                seen.add((q["prompt"], rollout.text))
+                kept.append({"prompt": q["prompt"], "output": rollout.text, "ground_truth": q["ground_truth"]})
+        steps = 0
+        if kept:
+            run = train_sft(dict(sft or {}, seed=seed + i, n_examples=None, filter_correct=False), model=model,
+                            tokenizer=tokenizer, train_data=kept, eval_data=[], progress=False, **sft_functions)
+            steps = run.steps
+        record(i, questions=len(batch), samples=len(repeated), correct_samples=sampled["counts"]["correct"],
+               kept=len(kept), sft_steps=steps, seconds=time.perf_counter() - t0)
+    return history
