@@ -1,17 +1,27 @@
 # %% [markdown]
-# # 05 · An SFT run: the tiny model learns the format, and how much data it takes
+# # 05 · SFT: the zero-shot baseline, the SFT step and run, what data buys, and expert iteration
 #
-# **Goal.** Put the pieces together. Notebooks 01, 03 and 04 gave you
-# `tokenize_prompt_and_output`, `get_response_log_probs` and `sft_microbatch_train_step`. Here you
-# write the loop around them, one optimizer step of supervised fine-tuning, and check it against
-# the same step computed directly. Then the course trainer runs *with your functions plugged in* and teaches
-# the tiny base model (which has never seen a `<think>` tag) to answer in the
-# `<think> ... </think> <answer> ... </answer>` format, and you measure what the number of worked
-# solutions buys: the data-size ablation 128 / 256 / 512 / 1024 / all, in format reward and in
-# answer reward. A last section runs the same code on Qwen2.5-Math-1.5B and GSM8K when a GPU is
-# present.
+# **Goal.** Put the pieces together, the way CS336's SFT assignment does. First measure where
+# the model starts: you write `evaluate`, which samples a response per problem, grades it with
+# the r1_zero reward and sorts it into one of three categories (format wrong, answer wrong,
+# correct), and you run it on the tiny base model, which has never seen a `<think>` tag. Then you
+# write one optimizer step of supervised fine-tuning, `sft_train_step`, from the functions of
+# notebooks 01, 03 and 04, check it against the same step computed directly, and run the course
+# trainer with it, watching the model's generations (`log_generations`: reward, length and
+# entropy of correct and wrong responses) while it learns the
+# `<think> ... </think> <answer> ... </answer>` format. Then what the number of worked solutions
+# buys (the data-size ablation 128 / 256 / 512 / 1024 / all, each size trained to its plateau,
+# three seeds), and expert iteration: the model writes its own solutions, keeps the correct ones
+# and learns from them, against SFT on the gold solutions of the same questions. A last section
+# runs the same code on Qwen2.5-Math-1.5B and GSM8K when a GPU is present.
 #
-# Graded: `sft_train_step` (a visible check and hidden cases; see "How this is graded").
+# Graded: `evaluate` and `sft_train_step` (visible checks and hidden cases in one cell each; all
+# their points go through the hidden cases; `make check NB=05` runs practice cases of the same
+# kinds on your machine).
+#
+# Time: in student mode the whole notebook ran in about 8 minutes on one core of a 2-core
+# machine that other jobs kept busy (the SFT runs and expert iteration take most of it); in
+# grading mode it shrinks every run to a few steps.
 
 # %%
 import math
@@ -29,23 +39,12 @@ GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while gr
 from course_lib.selfcheck import expect  # expect(ok, mistake): a self-check that names the mistake
 
 # %% [markdown]
-# ## The loop
+# ## Your functions from the earlier notebooks
 #
-# One optimizer step on a batch of $B$ examples, split into $k$ micro-batches $M_1..M_k$:
-#
-# $$g = \sum_{j=1}^{k} \nabla_\theta \frac{1}{k}\,\frac{1}{|M_j|}\sum_{b \in M_j} \frac{1}{c}\sum_t m_{b,t}\,\big(-\log \pi_\theta(y_{b,t}\mid x_b, y_{b,<t})\big),
-# \qquad g \leftarrow g \cdot \min\!\Big(1, \frac{G_{\max}}{\lVert g\rVert}\Big), \qquad \theta \leftarrow \operatorname{AdamW}(\theta, g).$$
-#
-# In code, each micro-batch goes tokenize → log-probs → loss and backward (your three functions);
-# then the gradient norm is clipped to `max_grad_norm`, the optimizer and the learning-rate
-# schedule step once, and the gradients are zeroed for the next batch. The order matters: clipping
-# must see the *whole* accumulated gradient, the zeroing must come after the step (and never
-# between micro-batches), and the schedule steps once per optimizer step, not per micro-batch.
-#
-# Your functions from the earlier notebooks: `your_functions` runs the graded cells of your own
-# notebook `../NN/` and takes them from there; where that notebook is missing, fails to run or
-# still holds the stub, it takes the course's released reference instead (their deadlines have
-# passed), and it prints which one each name is.
+# `your_functions` runs the graded cells of your own notebook `../NN/` and takes the functions
+# from there; where that notebook is missing, fails to run or still holds the stub, it takes the
+# course's released reference instead (their deadlines have passed). It prints which one each
+# name is: every run below uses the functions printed here, yours or the references.
 
 # %%
 from course_lib.selfcheck import your_functions
@@ -55,27 +54,222 @@ masked_normalize, get_response_log_probs = your_functions("03", "masked_normaliz
 sft_microbatch_train_step = your_functions("04", "sft_microbatch_train_step")
 
 # %% [markdown]
-# ## The base model, before any SFT
+# ## Part 1: evaluating a model, and the zero-shot baseline
 #
-# The tiny `qwen2-base` was pretrained on arithmetic text in a plain `Question: ... Answer: ...`
-# style. Given the r1_zero prompt, it continues in its own style and never closes `</think>` or
-# opens `<answer>`: format reward 0, so answer reward 0, whatever arithmetic it knows.
+# Before training anything, measure where the model starts. An evaluation samples one response
+# $o_i$ per held-out prompt $q_i$ (greedy: temperature 0, stopping at `</answer>`), grades it
+# against the gold answer $a_i$ with the reward function of notebook 01's format,
+# $r(o_i, a_i) = $ `r1_zero_reward_fn(response, ground_truth)`
+# $\to$ {`format_reward`, `answer_reward`, `reward`}, and reports the means over the $N$
+# problems. The means hide *why* a response earns 0, so each response also gets a category:
+#
+# | category | when | what it usually means |
+# |---|---|---|
+# | `format_wrong` | `format_reward` is 0 (whatever the answer reward says) | no `</think> <answer> ... </answer>`: the model does not know the format, or the parser cannot read it |
+# | `answer_wrong` | the format is right, `answer_reward` is 0 | the model knows the format and got the arithmetic wrong |
+# | `correct` | both are 1 | |
+#
+# The first category is where a zero-shot model usually sits, and the one to read by hand: a
+# format reward of 0 may be the model's fault or the parser's.
+#
+# ### Your turn: `evaluate`
+#
+# Write `evaluate(engine, prompts, ground_truths, sampling_params, reward_fn)`. The engine is a
+# rollout engine of `course_lib.rollouts` (the fast engine for the tiny model, vLLM for a real
+# one): `engine.generate(prompts, sampling_params)` returns one `Rollout` per prompt, in order,
+# whose `.text` is the response. Pass `sampling_params` on unchanged (the stop string, the
+# token budget and the temperature are the caller's), grade the response alone (not the prompt
+# plus the response) with `reward_fn(response, ground_truth)`, and return the rollouts, the
+# per-example rewards, the categories, their counts (all three keys, zeros included) and the
+# three means as Python floats. Prompts and ground truths of different lengths, no prompts at
+# all, or `sampling_params.n != 1` raise `ValueError`.
+#
+# The hidden cases run it on a scripted engine (it answers each prompt with a given response and
+# records what it is asked) with real r1_zero prompts and responses of every category, a
+# `\boxed{}` answer, base-model rambles only, correct responses only, a reward function of the
+# caller's under which an answer can be right while the format is wrong (that example is
+# `format_wrong`) and whose two arguments cannot be swapped, unusual sampling settings, one
+# prompt, the same prompt twice with two different ground truths, and the three `ValueError`s.
+
+# %% [solution] course_lib.rewards:evaluate
+from typing import Callable
+
+from course_lib.rewards import CATEGORIES, r1_zero_reward_fn  # ("format_wrong", "answer_wrong", "correct")
+
+# %% [markdown]
+# The checks below use a scripted engine too, and real held-out problems of the arithmetic data
+# set in the r1_zero format (notebook 01).
 
 # %%
-from course_lib import gsm8k_to_r1_zero, load_problems, r1_zero_reward_fn
-from course_lib.training.evaluation import evaluate
+from course_lib import gsm8k_to_r1_zero, load_problems
+from course_lib.rollouts import FastEngine, Rollout, SamplingParams
 from course_lib.world.tiny_models import load_tiny
 
-EVAL_N = 8 if GRADING else 200
-EVAL_MAX_TOKENS = 24 if GRADING else 80
-held_out = [gsm8k_to_r1_zero(p) for p in load_problems("arith", "test")[:EVAL_N]]
+EVAL_N = 8 if GRADING else 500  # held-out problems (500: about +-2 points of noise on a reward near 0.5)
+EVAL_MAX_TOKENS = 32 if GRADING else 100
+test_problems = load_problems("arith", "test")
+held_out = [gsm8k_to_r1_zero(p) for p in test_problems[:EVAL_N]]
 train_records = [gsm8k_to_r1_zero(p) for p in load_problems("arith", "train")]
 print(f"{len(train_records)} worked solutions to train on, {len(held_out)} held-out problems to evaluate on")
 
+
+class ScriptedEngine:
+    """A rollout engine that answers prompt p with responses[p] and records every call."""
+
+    def __init__(self, responses):
+        self.responses, self.calls = responses, []
+
+    def generate(self, prompts, params):
+        self.calls.append((list(prompts), params))
+        return [Rollout(prompt=p, text=self.responses[p], token_ids=[], finish_reason="stop") for p in prompts]
+
+# %% [tests] evaluate 4
+ex = [gsm8k_to_r1_zero(p) for p in test_problems[:4]]
+reasoning = [e["output"].split(" </think>")[0] for e in ex]
+responses = {
+    ex[0]["prompt"]: ex[0]["output"],                                                      # correct
+    ex[1]["prompt"]: f"{reasoning[1]} </think> <answer> {int(ex[1]['ground_truth']) + 1} </answer>",  # answer wrong
+    ex[2]["prompt"]: f"{reasoning[2]} </think> <answer> {ex[2]['ground_truth']}",           # no </answer>
+    ex[3]["prompt"]: f" Question: what next?\nAnswer: {reasoning[3]}\n#### {ex[3]['ground_truth']}",  # a ramble
+}
+engine = ScriptedEngine(responses)
+params = SamplingParams(temperature=0.0, max_tokens=64, stop=("</answer>",))
+prompts, truths = [e["prompt"] for e in ex], [e["ground_truth"] for e in ex]
+out = evaluate(engine, prompts, truths, params)
+expect(isinstance(out, dict) and {"rollouts", "rewards", "categories", "counts", "format_reward", "answer_reward", "reward"} <= set(out),
+       "return a dict with rollouts, rewards, categories, counts, format_reward, answer_reward and reward")
+expect(len(engine.calls) >= 1 and [p for call in engine.calls for p in call[0]] == prompts,
+       "ask the engine for each prompt once, in order: engine.generate(prompts, sampling_params)")
+expect(all(call[1] is params for call in engine.calls),
+       "pass sampling_params to the engine unchanged: its stop string, budget and temperature are the caller's")
+expect([r.text for r in out["rollouts"]] == [responses[p] for p in prompts], "rollouts must be the engine's rollouts, in the prompts' order")
+expect(out["rewards"] == [r1_zero_reward_fn(responses[p], t) for p, t in zip(prompts, truths)],
+       "rewards[i] must be reward_fn(response i, ground truth i): the response alone, then its gold answer")
+expect(out["categories"][3] != "answer_wrong",
+       "a ramble without tags came out answer_wrong: grade the response alone, not prompt + response "
+       "(the r1_zero prompt itself shows '</think> <answer> answer here </answer>')")
+expect(out["categories"] == ["correct", "answer_wrong", "format_wrong", "format_wrong"],
+       f"categories {out['categories']}: format_wrong when format_reward is 0, else answer_wrong when answer_reward is 0, else correct")
+expect(out["counts"] == {"format_wrong": 2, "answer_wrong": 1, "correct": 1}, f"counts {out['counts']} do not match the categories")
+expect(all(type(out[k]) is float for k in ("format_reward", "answer_reward", "reward")),
+       "return the three means as Python floats")
+expect(math.isclose(out["format_reward"], 0.5) and math.isclose(out["answer_reward"], 0.25) and math.isclose(out["reward"], 0.25),
+       "the means are over all N examples: format 2/4, answer 1/4")
+rambles = evaluate(ScriptedEngine({ex[3]["prompt"]: responses[ex[3]["prompt"]]}), [ex[3]["prompt"]], [truths[3]], params)
+expect(rambles["counts"] == {"format_wrong": 1, "answer_wrong": 0, "correct": 0},
+       f"counts {rambles['counts']}: every category needs its key, zeros included")
+
+
+def answer_anywhere(response, ground_truth):
+    """A caller's reward: the answer counts wherever the gold number stands; the format needs the closing tag."""
+    answer_ok = 1.0 if ground_truth in response.split() else 0.0
+    return {"format_reward": 1.0 if response.rstrip().endswith("</answer>") else 0.0, "answer_reward": answer_ok, "reward": answer_ok}
+
+
+custom = evaluate(engine, prompts[3:], truths[3:], params, answer_anywhere)
+expect(custom["rewards"] == [answer_anywhere(responses[prompts[3]], truths[3])], "use the reward_fn you are given, not r1_zero_reward_fn")
+expect(custom["categories"] == ["format_wrong"],
+       "the format is checked first: a right answer with the format wrong is format_wrong, not correct")
+try:
+    evaluate(engine, prompts, truths[:3], params)
+    raised = False
+except ValueError:
+    raised = True
+expect(raised, "4 prompts and 3 ground truths must raise ValueError (zip would silently drop one)")
+print("all visible checks passed")
+
+# Hidden cases (run by the grader on your evaluate, in a fresh process): listed above.
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("evaluate", evaluate)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### The zero-shot baseline
+#
+# The tiny `qwen2-base` was pretrained on arithmetic text in a plain `Question: ... Answer: ...`
+# style and never saw the r1_zero tags. Greedy, on the held-out problems, through the fast
+# rollout engine and your `evaluate`:
+
+# %%
 base_model, tokenizer = load_tiny("qwen2-base")
-base = evaluate(base_model, tokenizer, held_out, max_tokens=EVAL_MAX_TOKENS, batch_size=EVAL_N, return_rollouts=True)
-print(f"base model: format reward {base['format_reward']:.3f}, answer reward {base['answer_reward']:.3f}")
-print("a base-model response:", repr(base["rollouts"][0].text[:200]))
+GREEDY = SamplingParams(temperature=0.0, max_tokens=EVAL_MAX_TOKENS, stop=("</answer>",))
+
+
+def held_out_eval(model, records=held_out):
+    """Your evaluate, greedy, on r1_zero records, with a fast engine over `model`'s current weights."""
+    engine = FastEngine(model, tokenizer, batch_size=len(records))
+    return evaluate(engine, [r["prompt"] for r in records], [r["ground_truth"] for r in records], GREEDY)
+
+
+def show_categories(result, records=held_out, per_category=2, width=160):
+    print("counts:", result["counts"], f"| format reward {result['format_reward']:.3f}, answer reward {result['answer_reward']:.3f}")
+    for category in CATEGORIES:
+        shown = [i for i, c in enumerate(result["categories"]) if c == category][:per_category]
+        print(f"--- {category}: {'none' if not shown else ''}")
+        for i in shown:
+            print(f"  gold {records[i]['ground_truth']:>5s} | {result['rollouts'][i].text.strip()[:width]!r}")
+
+
+t0 = time.perf_counter()
+base = held_out_eval(base_model)
+show_categories(base)
+print(f"({time.perf_counter() - t0:.0f} s)")
+
+# %% [markdown]
+# Every response is `format_wrong` (all 500 in student mode): the base model never closes
+# `</think>` or opens `<answer>`, so format reward is 0 and answer reward 0, whatever arithmetic
+# it knows. Read the examples, though: it writes a worked solution in its pretraining style and
+# ends it with `#### N`. Is the zero the model's ignorance or the parser's? Grade the same
+# responses with a reward function that reads the model's own form (the answer is the rest of
+# the line after the first `####`), and ask the same problems in its pretraining form,
+# `Question: ...\nAnswer:`: same engine, same `evaluate`, another prompt and another reward.
+
+# %%
+from course_lib.rewards import grade_answer  # the value comparison inside r1_zero_reward_fn
+
+
+def own_format_reward(response, ground_truth):
+    """The base model's pretraining format: '... #### N'. Format 1 when '####' is there; answer 1 when N is right."""
+    if "####" not in response:
+        return {"format_reward": 0.0, "answer_reward": 0.0, "reward": 0.0}
+    right = 1.0 if grade_answer(response.split("####", 1)[1].split("\n")[0], ground_truth) else 0.0
+    return {"format_reward": 1.0, "answer_reward": right, "reward": right}
+
+
+regraded = [own_format_reward(r.text, e["ground_truth"])["answer_reward"] for r, e in zip(base["rollouts"], held_out)]
+print(f"the same r1_zero responses, graded in the model's own format: answer reward {sum(regraded) / len(regraded):.3f}")
+plain_prompts = [f"Question: {p['question']}\nAnswer:" for p in test_problems[:EVAL_N]]
+own = evaluate(FastEngine(base_model, tokenizer, batch_size=EVAL_N), plain_prompts, [r["ground_truth"] for r in held_out],
+               SamplingParams(temperature=0.0, max_tokens=100, stop=("\nQuestion",)), own_format_reward)
+print(f"the base model in its own format: {own['counts']} | answer reward {own['answer_reward']:.3f}")
+print("e.g.", repr(own["rollouts"][0].text.strip()[:200]))
+
+# %% [markdown]
+# Measured in student mode (500 problems): the r1_zero responses, which all score 0, hold the
+# right answer after `####` in 0.558 of the problems, and asked in its own form the model solves
+# 0.938 (`tests/test_tiny_world.py` checks at least 0.8 on 200). The zero of the r1_zero
+# evaluation is a format failure, not a lack of arithmetic: the unfamiliar prompt costs the model
+# some of its arithmetic, and its format costs it all of the reward. What SFT has to teach is the
+# format, and the danger is that teaching it costs some of the arithmetic. Reading
+# `format_wrong` examples by hand is how you tell the two apart on a real model too (CS336 asks
+# exactly this question of its zero-shot baseline of Qwen2.5-Math-1.5B on GSM8K; not measured
+# here).
+#
+# ## Part 2: one SFT step
+#
+# One optimizer step on a batch of $B$ examples, split into $k$ micro-batches $M_1..M_k$ of
+# $B/k$ examples each:
+#
+# $$g = \sum_{j=1}^{k} \nabla_\theta \frac{1}{k}\,\frac{1}{|M_j|}\sum_{b \in M_j} \frac{1}{c}\sum_t m_{b,t}\,\big(-\log \pi_\theta(y_{b,t}\mid x_b, y_{b,<t})\big),
+# \qquad g \leftarrow g \cdot \min\!\Big(1, \frac{G_{\max}}{\lVert g\rVert}\Big), \qquad \theta \leftarrow \operatorname{AdamW}(\theta, g).$$
+#
+# In code, each micro-batch goes tokenize → log-probs → loss and backward (the three functions
+# above); then the gradient norm is clipped to `max_grad_norm`, the optimizer and the
+# learning-rate schedule step once, and the gradients are zeroed for the next batch. The order
+# matters: clipping must see the *whole* accumulated gradient, the zeroing must come after the
+# step (and never between micro-batches), and the schedule steps once per optimizer step, not per
+# micro-batch. The course's trainer uses $c = 1$ (the default `normalize_constant`).
 
 # %% [markdown]
 # ## Your turn: `sft_train_step`
@@ -195,105 +389,303 @@ check_hidden("sft_train_step", sft_train_step)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## The run, and the data-size ablation
+# ## Part 3: the SFT run, with its generations logged
 #
-# Now the course trainer runs with your step and your three functions plugged in
-# (`step_fn`, `tokenize_fn`, `log_probs_fn`, `train_step_fn`), once per training-set size: the first
-# 128, 256, 512, 1024 worked solutions, and all of them. Every run gets the same budget of
-# optimizer steps (so the small sets are seen many times, the full set about once), starts from
-# the same base weights, and is evaluated on the same held-out problems with greedy decoding and
-# `r1_zero_reward_fn`. While grading, the runs shrink to a few steps (the figures then mean
-# nothing).
+# Now the course trainer runs with your step and the three functions above plugged in
+# (`step_fn`, `tokenize_fn`, `log_probs_fn`, `train_step_fn`): the first 128 worked solutions,
+# 300 optimizer steps of 32 (75 epochs: this size's plateau, see Part 4), AdamW at
+# $10^{-3}$ with 10 warmup steps and a cosine decay. The trainer's own evaluation is off
+# (`eval_data=[]`): every evaluation here is your `evaluate`.
+#
+# Watching the loss is not enough to understand a run. Every few steps `log_generations`
+# (from `course_lib.training.evaluation`; it calls your `evaluate` through `evaluate_fn`)
+# generates greedy responses to a fixed set of held-out problems and reports, besides the
+# rewards, the mean response length and the mean token entropy (notebook 02, under the model
+# being trained) of the correct and of the wrong responses. A model that is wrong with long,
+# high-entropy answers is guessing; short, confident wrong answers are a systematic mistake.
 
 # %%
+from course_lib.training.evaluation import log_generations
 from course_lib.training.sft_trainer import train_sft
 
-SIZES = [128, None] if GRADING else [128, 256, 512, 1024, None]  # None: all
-RUN = dict(steps=2 if GRADING else 60, batch_size=4 if GRADING else 16, gradient_accumulation_steps=1,
-           lr=3e-3, warmup_steps=1 if GRADING else 6, seed=0,
-           eval_max_tokens=EVAL_MAX_TOKENS, eval_batch_size=EVAL_N)
-runs = {}
-t_all = time.perf_counter()
-for n in SIZES:
-    model, _ = load_tiny("qwen2-base")
-    t0 = time.perf_counter()
-    result = train_sft(dict(RUN, n_examples=n), model=model, tokenizer=tokenizer, train_data=train_records,
-                       eval_data=held_out, progress=not GRADING,
-                       tokenize_fn=tokenize_prompt_and_output, log_probs_fn=get_response_log_probs,
-                       train_step_fn=sft_microbatch_train_step, step_fn=sft_train_step)
-    label = "all" if n is None else str(n)
-    runs[label] = {"n": len(train_records) if n is None else n, "metrics": result.metrics, "eval": result.eval, "model": result.model}
-    print(f"n = {label:>5s}: format {result.eval['format_reward']:.3f}  answer {result.eval['answer_reward']:.3f}  "
-          f"final loss {[r['loss'] for r in result.metrics if r['kind'] == 'train'][-1]:.3f}  ({time.perf_counter() - t0:.0f} s)")
-print(f"all runs: {time.perf_counter() - t_all:.0f} s")
+SFT = dict(steps=3 if GRADING else 300, batch_size=8 if GRADING else 32, gradient_accumulation_steps=1, lr=1e-3,
+           warmup_steps=1 if GRADING else 10, seed=0)
+LOG_EVERY = 1 if GRADING else 50
+log_set = held_out[: 4 if GRADING else 64]
+SFT_FUNCTIONS = dict(tokenize_fn=tokenize_prompt_and_output, log_probs_fn=get_response_log_probs,
+                     train_step_fn=sft_microbatch_train_step, step_fn=sft_train_step)
+generation_logs = []
 
-# %% [markdown]
-# ### What the fine-tuned model writes
-#
-# The largest run's model on a few held-out problems, with the reward of each response:
 
-# %%
-best = runs["all"]["model"]
-SHOW = 2 if GRADING else 4
-shown = evaluate(best, tokenizer, held_out[:SHOW], max_tokens=EVAL_MAX_TOKENS, batch_size=SHOW, return_rollouts=True)
-for ex, rollout, score in zip(held_out[:SHOW], shown["rollouts"], shown["scores"]):
-    print(f"gold {ex['ground_truth']:>6s} | format {score['format_reward']:.0f} answer {score['answer_reward']:.0f} | {rollout.text.strip()[:150]!r}")
+def log_during_sft(record):
+    """The trainer's on_step hook: log generations at step 1 and every LOG_EVERY steps."""
+    step = record["step"]
+    if step != 1 and step % LOG_EVERY:
+        return
+    summary = log_generations(sft_model, tokenizer, log_set, max_tokens=EVAL_MAX_TOKENS, batch_size=len(log_set),
+                              step=step, evaluate_fn=evaluate, return_records=True)
+    generation_logs.append(summary)
+    part = lambda key: (f"{summary[key]['n']:2d} x {summary[key]['mean_response_tokens']:5.1f} tok, "
+                        f"H {summary[key]['mean_token_entropy']:.2f}") if summary[key]["n"] else " 0" + " " * 20
+    wrong = next((r for r in summary["records"] if r["category"] != "correct"), None)
+    print(f"step {step:3d} | loss {record['loss']:.3f} | format {summary['format_reward']:.2f} answer "
+          f"{summary['answer_reward']:.2f} | correct {part('correct')} | wrong {part('wrong')}"
+          + (f" | e.g. {wrong['category']}: {wrong['response'].strip()[-60:]!r}" if wrong else ""))
 
-# %% [markdown]
-# ### Figure: loss curves and the ablation
+
+sft_model, _ = load_tiny("qwen2-base")
+t0 = time.perf_counter()
+sft_run = train_sft(dict(SFT, n_examples=128), model=sft_model, tokenizer=tokenizer, train_data=train_records,
+                    eval_data=[], progress=False, on_step=log_during_sft, **SFT_FUNCTIONS)
+sft_seconds = time.perf_counter() - t0
+print(f"{SFT['steps']} steps in {sft_seconds:.0f} s, generations logged included")
 
 # %%
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
-for label, run in runs.items():
-    train = [r for r in run["metrics"] if r["kind"] == "train"]
-    ax1.plot([r["step"] for r in train], [r["nll_per_token"] for r in train], label=f"n = {label}")
-ax1.set_xlabel("optimizer step")
-ax1.set_ylabel("training NLL per response token")
-ax1.set_yscale("log")
-ax1.set_title("SFT with your functions in the course trainer")
-ax1.legend(fontsize=8)
-
-ns = [run["n"] for run in runs.values()]
-ax2.plot(ns, [run["eval"]["format_reward"] for run in runs.values()], "o-", lw=2, label="format reward")
-ax2.plot(ns, [run["eval"]["answer_reward"] for run in runs.values()], "s-", lw=2, label="answer reward")
-ax2.axhline(base["answer_reward"], color="gray", ls=":", label="base model (both ~0)")
-ax2.set_xscale("log", base=2)
-ax2.set_xticks(ns, [label for label in runs])
-ax2.set_ylim(-0.02, 1.02)
-ax2.set_xlabel("worked solutions used for SFT (n_examples)")
-ax2.set_ylabel(f"reward on {EVAL_N} held-out problems")
-ax2.set_title(f"Data-size ablation ({RUN['steps']} steps of {RUN['batch_size']} each)")
-ax2.legend(fontsize=8)
+steps = [s["step"] for s in generation_logs]
+fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
+axes[0].plot(steps, [s["format_reward"] for s in generation_logs], "o-", label="format reward")
+axes[0].plot(steps, [s["answer_reward"] for s in generation_logs], "s-", label="answer reward")
+axes[0].set_ylim(-0.02, 1.02)
+axes[0].set_title(f"rewards on {len(log_set)} logged problems")
+for key, title, ax in [("mean_response_tokens", "mean response length (tokens)", axes[1]),
+                       ("mean_token_entropy", "mean token entropy (nats)", axes[2])]:
+    for group, marker in [("correct", "o-"), ("wrong", "x--")]:
+        points = [(s["step"], s[group][key]) for s in generation_logs if s[group]["n"]]
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker, label=f"{group} responses")
+    ax.set_title(title)
+for ax in axes:
+    ax.set_xlabel("optimizer step")
+    ax.legend(fontsize=8)
 plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# How to read it. The format is a fixed pattern that every worked solution repeats, so it is
-# learnt first and from little data: format reward climbs from 0 to between about 0.7 and 0.9
-# for every data size, already with 128 examples, and the training curves of all sizes lie on
-# top of each other. Answer reward lands near 0.3 for every size at this budget (60 steps of 16
-# examples). The differences between sizes are within run-to-run variation (one seed; where the
-# last optimizer steps happen to land), so do not read a ranking into them: rerun with another
-# `seed` and watch them move.
+# How to read it (the log lines above; student mode). At step 1 every logged response is
+# `format_wrong`, long (it runs to the token budget) and uncertain; within the first 25 steps
+# the format is learnt, the wrong responses shrink to the length of the correct ones, and the
+# entropy of both falls towards a few hundredths of a nat. From then on the wrong answers are
+# short and confident: well-formed solutions with an arithmetic slip, not guesses. The format
+# is a fixed pattern every worked solution repeats; the arithmetic of new problems is not.
 #
-# Why answer reward stays far below format reward is worth a look. The base model *can* do this
-# arithmetic: asked in its own pretraining form (`Question: ...` / `Answer:`, like the base
-# response printed at the top) it solves about 94% of these held-out problems. A short SFT run
-# teaches the new format, and fitting few examples hard costs part of that arithmetic (look at
-# the calculator notes above: the format is right, some sums are not). That gap between
-# "formatted" and "correct" is what GRPO works on in notebooks 06 to 09, with a signal that needs
-# only final answers (cheap) instead of worked solutions (expensive); `make demo` measures it:
-# SFT on 128 worked solutions reaches about 0.5 answer reward, GRPO from there about 0.7. On a
-# GPU, with the real model below, answer reward is where the data sizes differ.
+# The fine-tuned model on all the held-out problems, with examples of each category:
+
+# %%
+after_sft = held_out_eval(sft_model)
+show_categories(after_sft)
 
 # %% [markdown]
+# ## Part 4: the data-size ablation, where the sizes differ
+#
+# How much does the number of worked solutions buy? Each size $n$ (the first $n$ solutions of the
+# training set) is trained from the base model for $\max(300, \lceil 4n / 32 \rceil)$ steps of 32:
+# a small set is seen many times (128: 75 epochs), until its held-out curve is flat, and the
+# full set of 10,000 four times (1,250 steps). A fixed budget of steps for every size would not show
+# what data buys: 60 steps of 16 are 960 examples, so any set larger than that is not even seen
+# once. Three seeds (the data order) per size give the spread.
+#
+# That is about 90 minutes of CPU, so it is an instructor command whose results are committed, and this
+# notebook plots them:
+#
+# ```
+# OMP_NUM_THREADS=1 python benchmarks/sft_data_size.py --seeds 0 1 2     # -> data/experiments/sft_data_size.json
+# ```
+#
+# In student mode you rerun two of its points yourself with your functions: $n = 128$ is the run
+# of Part 3 (the same settings and seed 0 as the committed runs), and $n = 1024$ below (about 4
+# minutes on one busy core). They should land on the committed seed-0 points to within a point or
+# two (your functions may round differently from the references).
+
+# %%
+import json
+
+from course_lib.paths import DATA_DIR
+
+ablation = json.loads((DATA_DIR / "experiments" / "sft_data_size.json").read_text())
+print("committed:", ablation["command"])
+yours = {128: after_sft["answer_reward"] if not GRADING else None}
+big = 16 if GRADING else 1024
+t0 = time.perf_counter()
+big_model, _ = load_tiny("qwen2-base")
+train_sft(dict(SFT, n_examples=big, steps=SFT["steps"]), model=big_model, tokenizer=tokenizer, train_data=train_records,
+          eval_data=[], progress=False, **SFT_FUNCTIONS)
+yours[big] = held_out_eval(big_model)["answer_reward"]
+print(f"your n = {big}: answer reward {yours[big]:.3f} ({time.perf_counter() - t0:.0f} s)")
+
+# %%
+runs = ablation["runs"]
+labels = list(dict.fromkeys(r["label"] for r in runs))
+by_label = {lab: [r for r in runs if r["label"] == lab] for lab in labels}
+ns = [by_label[lab][0]["n"] for lab in labels]
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4))
+for key, marker, name in [("answer_reward", "s", "answer reward"), ("format_reward", "o", "format reward")]:
+    values = [[r[key] for r in by_label[lab]] for lab in labels]
+    means = [sum(v) / len(v) for v in values]
+    ax1.errorbar(ns, means, yerr=[[m - min(v) for m, v in zip(means, values)], [max(v) - m for m, v in zip(means, values)]],
+                 fmt=marker + "-", capsize=4, label=f"{name}: mean, min-max over {len(values[0])} seeds")
+if not GRADING:
+    ax1.plot(list(yours), list(yours.values()), "r*", ms=14, label="your runs (seed 0), answer reward")
+ax1.set_xscale("log", base=2)
+ax1.set_xticks(ns, labels)
+ax1.set_ylim(0, 1.02)
+ax1.set_xlabel("worked solutions used for SFT (n)")
+ax1.set_ylabel(f"reward on {ablation['settings']['eval_n']} held-out problems")
+ax1.set_title("Data-size ablation, each size to its plateau")
+ax1.legend(fontsize=8, loc="lower right")
+for lab in labels:
+    seed0 = by_label[lab][0]
+    ax2.plot([c["step"] * ablation["settings"]["batch_size"] / seed0["n"] for c in seed0["curve"]],
+             [c["answer_reward"] for c in seed0["curve"]], "o-", label=f"n = {lab}")
+ax2.set_xscale("log")
+ax2.set_xlabel("epochs over the n solutions")
+ax2.set_ylabel("held-out answer reward")
+ax2.set_title("The held-out curves (seed 0): each size has flattened")
+ax2.legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+for lab in labels:
+    v = [r["answer_reward"] for r in by_label[lab]]
+    print(f"n = {lab:>5s}: answer reward {sum(v) / len(v):.3f} (seeds: {', '.join(f'{x:.3f}' for x in v)}), "
+          f"{by_label[lab][0]['steps']} steps, {by_label[lab][0]['epochs']:.1f} epochs")
+
+# %% [markdown]
+# How to read it (the committed runs, printed above). The format is learnt from any size: format
+# reward is 0.99 to 1.00 from 128 solutions on. The answer reward is where the sizes differ, and
+# it climbs with every doubling: about 0.51 with 128 solutions, 0.72 with 256, 0.80 with 512,
+# 0.87 with 1024 and 0.95 with all 10,000, with a spread between seeds of a few points, smaller
+# than the gaps between sizes. Each curve flattens before its run ends, so the gaps are what the
+# data buys, not an artefact of a budget that stopped some sizes early. The small sets fit their
+# solutions and then stop improving on new problems: 128 worked solutions teach the format and
+# part of the arithmetic, and keep the rest of what the base model could do in its own format
+# out of reach.
+#
+# Worked solutions are expensive (someone writes each one). Final answers are cheap. The rest of
+# the course asks how far a model gets from questions with final answers only: expert iteration
+# below, GRPO in notebooks 06 to 09.
+#
+# ## Part 5: expert iteration, against SFT on gold solutions
+#
+# Expert iteration (EI) needs no worked solutions: the model writes its own, and the reward
+# decides which to learn from.
+#
+# ```
+# for i = 1 .. n_iterations:
+#     Q_i = the next questions (with final answers only)
+#     sample G responses to each at temperature 1
+#     keep every distinct response your evaluate grades correct
+#     SFT the model, in place, on the kept (prompt, response) pairs
+#     evaluate greedily on the held-out problems
+# ```
+#
+# `course_lib.training.sft_trainer.expert_iteration` is this loop (read it there: about 30 lines),
+# with your `evaluate` as `evaluate_fn` and your SFT functions for its SFT. It starts from
+# `qwen2-sft`, the base model after the demo's SFT stage (committed with the course: 100 steps of
+# 32 on the first 128 worked solutions at $10^{-3}$, a shorter run than Part 3's), and runs 3
+# iterations of 128 new questions, 4 samples each, SFT for 2 epochs over each iteration's kept
+# responses at a learning rate of $2 \cdot 10^{-4}$. The comparison is SFT from the same start
+# on the gold worked solutions of the same 384 questions, with the same settings: what the
+# worked solutions would have bought.
+
+# %%
+from course_lib.training.sft_trainer import expert_iteration
+
+EI = dict(n_iterations=1 if GRADING else 3, questions_per_iteration=4 if GRADING else 128,
+          samples_per_question=2 if GRADING else 4, max_tokens=EVAL_MAX_TOKENS,
+          sft=dict(lr=2e-4, batch_size=8 if GRADING else 32, epochs=2, warmup_steps=0), seed=0)
+questions = train_records[128 : 128 + EI["n_iterations"] * EI["questions_per_iteration"]]
+
+
+def report(r):
+    print(f"iteration {r['iteration']}: {r['correct_samples']:3d} of {r['samples']:3d} samples correct, "
+          f"{r['kept']:3d} distinct kept, {r['sft_steps']:2d} SFT steps | held-out format {r['format_reward']:.3f} "
+          f"answer {r['answer_reward']:.3f} ({r['seconds']:.0f} s)")
+
+
+t0 = time.perf_counter()
+ei_model, _ = load_tiny("qwen2-sft")
+ei_history = expert_iteration(ei_model, tokenizer, questions, held_out, evaluate_fn=evaluate, on_iteration=report,
+                              **EI, **SFT_FUNCTIONS)
+gold_model, _ = load_tiny("qwen2-sft")
+gold_run = train_sft(dict(EI["sft"], seed=EI["seed"]), model=gold_model, tokenizer=tokenizer, train_data=questions,
+                     eval_data=[], progress=False, **SFT_FUNCTIONS)
+gold = held_out_eval(gold_model)
+print(f"SFT on the {len(questions)} gold solutions: {gold_run.steps} steps | held-out format {gold['format_reward']:.3f} "
+      f"answer {gold['answer_reward']:.3f} | expert iteration and gold SFT together: {time.perf_counter() - t0:.0f} s")
+
+# %%
+ei_committed = json.loads((DATA_DIR / "experiments" / "expert_iteration.json").read_text())
+print("committed:", ei_committed["command"])
+fig, ax = plt.subplots(figsize=(8, 4))
+colours = {2e-4: "tab:blue", 1e-3: "tab:red"}
+for run in ei_committed["runs"]:
+    curve = run["expert_iteration"]
+    ax.plot([h["iteration"] for h in curve], [h["answer_reward"] for h in curve], "-", color=colours.get(run["lr"], "gray"),
+            alpha=0.5, label=f"EI, lr {run['lr']:g} (committed seeds)" if run["seed"] == 0 else None)
+    ax.plot([curve[-1]["iteration"] + 0.15], [run["gold_sft"]["answer_reward"]], "D", color=colours.get(run["lr"], "gray"),
+            alpha=0.5, label=f"SFT on gold, lr {run['lr']:g}" if run["seed"] == 0 else None)
+if not GRADING:
+    ax.plot([h["iteration"] for h in ei_history], [h["answer_reward"] for h in ei_history], "k*-", ms=10, label="your EI run")
+    ax.plot([ei_history[-1]["iteration"] + 0.3], [gold["answer_reward"]], "kD", ms=8, label="your SFT on gold")
+ax.set_xlabel("EI iteration (0: qwen2-sft, the start)")
+ax.set_ylabel(f"held-out answer reward ({ei_committed['settings']['eval_n']} problems)")
+ax.set_xticks(range(ei_committed["settings"]["iterations"] + 1))
+ax.set_title("Expert iteration on the model's own correct samples vs SFT on gold solutions")
+ax.legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+for lr in sorted({r["lr"] for r in ei_committed["runs"]}):
+    rs = [r for r in ei_committed["runs"] if r["lr"] == lr]
+    print(f"lr {lr:g}: EI " + " | ".join(" -> ".join(f"{h['answer_reward']:.3f}" for h in r["expert_iteration"]) for r in rs)
+          + "; gold SFT " + ", ".join(f"{r['gold_sft']['answer_reward']:.3f}" for r in rs))
+
+# %% [markdown]
+# What it shows (the committed runs, three seeds, printed above; your run is the black stars).
+# At a learning rate of $2 \cdot 10^{-4}$, expert iteration improves the model at every
+# iteration from questions with final answers only: held-out answer reward from 0.514 to 0.610,
+# 0.638 and 0.610 after three iterations (+10 to +12 points). SFT on the gold worked solutions of
+# the same 384 questions does better: 0.706 to 0.728. The log lines say why the model's own
+# solutions teach less: they exist only for the questions it already solves when sampling (184 to
+# 280 of the 512 samples of an iteration are correct, 119 to 190 distinct responses kept), so the
+# questions it gets wrong teach nothing, and what is kept repeats what the model already says. At
+# $10^{-3}$, where SFT on the gold solutions still gains (0.656 to 0.688), expert iteration makes
+# the model *worse* at every iteration (0.514 down to 0.352 to 0.388). An explanation, not
+# measured here: the kept responses already have a high likelihood, so their gradients are
+# small, and AdamW's first steps (a fresh optimizer each iteration) move every weight by about
+# the learning rate whatever the gradient's size, which turns a weak signal into a large step of
+# mostly noise. The learning rate, the questions per iteration, the samples per question and the
+# SFT epochs are the knobs of CS336's expert-iteration experiment, which also asks you to track
+# the entropy of the responses: a model that learns from its own samples narrows its own
+# distribution.
+#
+# ## Pitfall from practice: the model that never stops
+#
+# The training outputs end with `</answer>` and no end-of-text token, so the model never sees
+# where a response *ends*. Evaluation hides this, because generation is cut at the stop string
+# `</answer>` (the rollout engines here, and vLLM's `stop=["</answer>"]` in real runs). Without
+# the stop string, here is what the fine-tuned model of Part 3 writes after `</answer>`, on a few
+# held-out problems (the engine still stops at the end-of-text token or the budget):
+
+# %%
+SHOW = 2 if GRADING else 4
+no_stop = evaluate(FastEngine(sft_model, tokenizer, batch_size=SHOW), [r["prompt"] for r in held_out[:SHOW]],
+                   [r["ground_truth"] for r in held_out[:SHOW]], SamplingParams(temperature=0.0, max_tokens=60, stop=()))
+for rollout, category in zip(no_stop["rollouts"], no_stop["categories"]):
+    after = rollout.text.split("</answer>", 1)[1] if "</answer>" in rollout.text else "(no </answer> at all)"
+    print(f"{category:12s} {len(rollout.token_ids)} tokens, finish {rollout.finish_reason}; after </answer>: {after[:120]!r}")
+
+# %% [markdown]
+# PITFALL_RESULT Either train with the end-of-text token appended to every output, or make the
+# stop string part of the model's serving configuration and test it, as this cell does: what
+# ends a response is part of the format.
+#
 # ## On a GPU: Qwen2.5-Math-1.5B on GSM8K
 #
-# The same trainer, the same three functions, a real model and real data: the configuration
+# The same trainer, the same functions, a real model and real data: the configuration
 # `configs/sft_qwen2.5_math_1.5b_gsm8k.yaml` (bfloat16, flash-attention where installed, micro-batch
-# 4 with gradient accumulation 16, evaluation through vLLM). The cell below runs it for one
-# ablation point when a CUDA GPU is present, and is skipped on a CPU. From the command line, for
-# each point of the ablation:
+# 4 with gradient accumulation 16). The cell below runs one ablation point when a CUDA GPU is
+# present, and is skipped on a CPU; the evaluation is your `evaluate`, with the trainer's own
+# evaluation off. Not measured by the course: no figure of this notebook comes from a GPU run,
+# and none says how the data sizes compare on GSM8K. From the command line, for each point of
+# the ablation (with the course's reference functions):
 #
 # ```
 # python -m course_lib.training sft --config configs/sft_qwen2.5_math_1.5b_gsm8k.yaml n_examples=1024 output_dir=runs/sft_qwen_1024
@@ -301,39 +693,38 @@ plt.show()
 
 # %%
 if torch.cuda.is_available() and not GRADING:
-    from course_lib.training.config import load_config
     from course_lib.paths import REPO_ROOT
+    from course_lib.training.common import eval_examples_for
+    from course_lib.training.config import load_config
+    from course_lib.training.evaluation import evaluate as evaluate_records  # records -> your evaluate
 
     gpu_cfg = load_config("sft", REPO_ROOT / "configs" / "sft_qwen2.5_math_1.5b_gsm8k.yaml",
                           {"n_examples": 1024, "output_dir": str(REPO_ROOT / "runs" / "sft_qwen_1024")})
-    gpu_run = train_sft(gpu_cfg, tokenize_fn=tokenize_prompt_and_output, log_probs_fn=get_response_log_probs,
-                        train_step_fn=sft_microbatch_train_step, step_fn=sft_train_step)
-    print("Qwen2.5-Math-1.5B after SFT on 1024 GSM8K solutions:", gpu_run.eval)
+    gpu_run = train_sft(gpu_cfg, eval_data=[], **SFT_FUNCTIONS)
+    gpu_eval = evaluate_records(gpu_run.model, gpu_run.tokenizer, eval_examples_for(gpu_cfg), max_tokens=gpu_cfg.eval_max_tokens,
+                                batch_size=gpu_cfg.eval_batch_size, evaluate_fn=evaluate)
+    print("Qwen2.5-Math-1.5B after SFT on 1024 GSM8K solutions:",
+          {k: gpu_eval[k] for k in ("format_reward", "answer_reward", "counts")})
 else:
     print("no CUDA GPU (or grading): the Qwen2.5-Math-1.5B + GSM8K run is skipped")
 
 # %% [markdown]
-# ## Pitfall from practice: the model that never stops
-#
-# Look at the training outputs: they end with `</answer>` and no end-of-text token. The model
-# therefore never learns to *stop*; after `</answer>` it keeps writing whatever comes next in its
-# pretraining data. Evaluation hides this, because generation is cut at the stop string
-# `</answer>` (the rollout engines here, and vLLM's `stop=["</answer>"]` in real runs). This is a
-# well-known trap when SFT data and inference settings are prepared separately: drop the stop
-# string, or serve the model somewhere that does not set it, and every answer runs on to the token
-# limit, costs that many tokens, and may be graded wrong by a parser that reads the last
-# `<answer>`. Either train with the end-of-text token appended to every output, or make the stop
-# string part of the model's serving configuration and test it. The same goes for the response
-# mask: a mask that includes the prompt (notebook 01) trains the model to reproduce the system
-# prompt, and the loss still goes down.
-#
 # ## Summary
 #
+# - Evaluate before you train: `evaluate` grades one response per problem and sorts it into
+#   format wrong / answer wrong / correct. The tiny base model is all `format_wrong` in the
+#   r1_zero format and solves most problems in its own format: the zero was the format.
 # - One SFT step: for each of $k$ micro-batches tokenize, get log-probs, loss and backward; then
 #   clip the accumulated gradient, `optimizer.step()`, `scheduler.step()`, zero the gradients.
-# - Your step matches the same step computed directly on the whole batch, parameter for
-#   parameter; the trainer ran with your step, tokenization, log-probs and loss plugged in.
-# - SFT teaches the tiny model the format within a few dozen steps; correct answers are much
-#   harder to get from it, and the gap between format and answer reward is where RL comes in.
+#   Your step matches the same step computed directly on the whole batch, parameter for
+#   parameter, and the trainer ran with it and the functions printed at the top.
+# - `log_generations` during training: the format is learnt within a few dozen steps, after
+#   which the wrong answers are short and confident.
+# - Data buys answers, not format: trained to its plateau, each doubling of the worked solutions
+#   raised held-out answer reward (0.51 with 128, 0.95 with 10,000; three seeds), while the
+#   format was learnt from 128.
+# - Expert iteration learns from final answers only and improves the model at a small learning
+#   rate; gold worked solutions of the same questions buy more; too large a learning rate on the
+#   model's own samples makes it worse.
 # - Match training data and inference: what ends a response (stop string or end-of-text token) is
 #   part of the format.
