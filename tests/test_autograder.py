@@ -78,7 +78,7 @@ def test_every_suite_generates_cases_from_the_reference(hidden_cases):
 EXTRACT = '''
 import re
 import course_lib
-_FINAL = re.compile(r"####\\s*(.+?)\\s*$", re.DOTALL)
+_FINAL = re.compile(r"####(?!.*####)\\s*(.+?)\\s*$", re.DOTALL)  # after the last marker
 
 def good(answer_text):
     match = _FINAL.search(answer_text)
@@ -198,10 +198,10 @@ def test_autograde_solutions_full_marks_release_zero(assignment, tmp_path, hidde
 
 
 SYNTH_SOLUTION = '''def extract_gsm8k_answer(answer_text):
-    """The final answer after '####', thousands commas removed."""
+    """The final answer after the last '####', thousands commas removed."""
     ### BEGIN SOLUTION
     import re
-    match = re.search(r"####\\s*(.+?)\\s*$", answer_text, re.DOTALL)
+    match = re.search(r"####(?!.*####)\\s*(.+?)\\s*$", answer_text, re.DOTALL)
     if match is None:
         raise ValueError("no final answer")
     return match.group(1).strip().replace(",", "")
