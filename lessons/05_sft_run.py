@@ -19,9 +19,10 @@
 # their points go through the hidden cases; `make check NB=05` runs practice cases of the same
 # kinds on your machine).
 #
-# Time: in student mode the whole notebook ran in about 8 minutes on one core of a 2-core
-# machine that other jobs kept busy (the SFT runs and expert iteration take most of it); in
-# grading mode it shrinks every run to a few steps.
+# Time: in student mode the whole notebook ran in 11 minutes (8.5 minutes of CPU time on one
+# thread) on a 2-core machine that other jobs kept busy (`jupyter nbconvert --execute`; the SFT
+# runs and expert iteration take most of it); in grading mode it shrinks every run to a few
+# steps.
 
 # %%
 import math
@@ -460,12 +461,17 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# How to read it (the log lines above; student mode). At step 1 every logged response is
-# `format_wrong`, long (it runs to the token budget) and uncertain; within the first 25 steps
-# the format is learnt, the wrong responses shrink to the length of the correct ones, and the
-# entropy of both falls towards a few hundredths of a nat. From then on the wrong answers are
-# short and confident: well-formed solutions with an arithmetic slip, not guesses. The format
-# is a fixed pattern every worked solution repeats; the arithmetic of new problems is not.
+# How to read it (the log lines above, as measured in student mode). At step 1 every logged
+# response is `format_wrong`, and confidently so (0.07 nats per token): the base model writes a
+# solution in its pretraining style and ends it with `#### N`. At step 50 the format is half
+# learnt (format reward 0.80) and the entropy has doubled (0.13 to 0.15 nats): the model is
+# between two formats. At step 100 the format reward is 0.98, and from step 150 on it is 1.00,
+# the answer reward settles at 0.50 to 0.53, and the entropy falls to a few hundredths of a nat
+# while the training loss goes to 0.001 (the 128 solutions are learnt by heart). The wrong
+# answers are then confident (0.03 to 0.05 nats, against 0.01 to 0.02 for the correct ones) and
+# longer (about 61 tokens against 51: a solution of more steps has more places to slip):
+# well-formed solutions with an arithmetic slip, not guesses. The format is a fixed pattern
+# every worked solution repeats; the arithmetic of new problems is not.
 #
 # The fine-tuned model on all the held-out problems, with examples of each category:
 
@@ -491,9 +497,10 @@ show_categories(after_sft)
 # ```
 #
 # In student mode you rerun two of its points yourself with your functions: $n = 128$ is the run
-# of Part 3 (the same settings and seed 0 as the committed runs), and $n = 1024$ below (about 4
-# minutes on one busy core). They should land on the committed seed-0 points to within a point or
-# two (your functions may round differently from the references).
+# of Part 3 (the same settings and seed 0 as the committed runs), and $n = 1024$ below (289 s
+# on one core of a busy machine, when measured). They should land on the committed seed-0
+# points to within a point or two (your functions may round differently from the references;
+# with the reference functions both landed exactly on them: 0.478 and 0.888).
 
 # %%
 import json
@@ -667,15 +674,21 @@ for lr in sorted({r["lr"] for r in ei_committed["runs"]}):
 # %%
 SHOW = 2 if GRADING else 4
 no_stop = evaluate(FastEngine(sft_model, tokenizer, batch_size=SHOW), [r["prompt"] for r in held_out[:SHOW]],
-                   [r["ground_truth"] for r in held_out[:SHOW]], SamplingParams(temperature=0.0, max_tokens=60, stop=()))
+                   [r["ground_truth"] for r in held_out[:SHOW]], SamplingParams(temperature=0.0, max_tokens=EVAL_MAX_TOKENS, stop=()))
 for rollout, category in zip(no_stop["rollouts"], no_stop["categories"]):
     after = rollout.text.split("</answer>", 1)[1] if "</answer>" in rollout.text else "(no </answer> at all)"
     print(f"{category:12s} {len(rollout.token_ids)} tokens, finish {rollout.finish_reason}; after </answer>: {after[:120]!r}")
 
 # %% [markdown]
-# PITFALL_RESULT Either train with the end-of-text token appended to every output, or make the
-# stop string part of the model's serving configuration and test it, as this cell does: what
-# ends a response is part of the format.
+# Measured in student mode: all four responses run to the 100-token budget (finish `length`)
+# instead of ending at their answer. Three repeat the answer and the closing tag over and over
+# (` 86 </answer> 8 </answer> 86 </answer> ...`). The fourth writes one more calculation line
+# after its correct answer, ` 5 = <<5*5=50>>50 candies. </think> <answer> 50 </answer> ...`, and
+# is graded `answer_wrong`: `r1_zero_reward_fn` reads the *last* `<answer>` block, and with the
+# stop string (Part 3's evaluation) the same response was `correct`. So every response costs
+# the whole budget, and a right answer can be graded wrong. Either train with the end-of-text
+# token appended to every output, or make the stop string part of the model's serving
+# configuration and test it, as this cell does: what ends a response is part of the format.
 #
 # ## On a GPU: Qwen2.5-Math-1.5B on GSM8K
 #
@@ -718,8 +731,8 @@ else:
 #   clip the accumulated gradient, `optimizer.step()`, `scheduler.step()`, zero the gradients.
 #   Your step matches the same step computed directly on the whole batch, parameter for
 #   parameter, and the trainer ran with it and the functions printed at the top.
-# - `log_generations` during training: the format is learnt within a few dozen steps, after
-#   which the wrong answers are short and confident.
+# - `log_generations` during training: the format is learnt within about 100 steps of 32, after
+#   which the wrong answers are confident, well-formed and longer than the right ones.
 # - Data buys answers, not format: trained to its plateau, each doubling of the worked solutions
 #   raised held-out answer reward (0.51 with 128, 0.95 with 10,000; three seeds), while the
 #   format was learnt from 128.

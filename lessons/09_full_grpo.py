@@ -514,8 +514,9 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# How to read it. When this notebook was written, the run above (student mode, on a 2-core
-# machine shared with other jobs: 391 s for the run cell, 475 s for the whole notebook) measured
+# How to read it. When last measured, the run above (student mode, on a 2-core machine shared
+# with other jobs: 188 s for the run cell, 224 s for the whole notebook under
+# `jupyter nbconvert --execute`) measured
 # held-out answer reward 0.520 at step 0, 0.590 at step 20, 0.615 at step 40 and 0.705 at step 60,
 # with format reward 0.975 and then 0.995 to 1.000. Each of these is a mean over 200 problems,
 # about $\pm 3.5$ points of binomial noise, so the rise from 0.52 to 0.70 is real and the steps
