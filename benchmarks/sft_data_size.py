@@ -1,4 +1,4 @@
-"""The SFT data-size ablation of notebook 05, where the sizes differ: each size trained to its plateau.
+"""The SFT data-size ablation of notebook 05, where the sizes differ: each size trained for many epochs.
 
 For every seed and every training-set size n (the first n worked solutions of `data/arith`), the
 tiny `qwen2-base` is fine-tuned with the course's SFT trainer for
@@ -15,7 +15,7 @@ Writes a JSON file (default `data/experiments/sft_data_size.json`, rewritten aft
 that a stopped run keeps what it measured) that notebook 05 plots: per run, the eval curve, the
 final format and answer reward, the steps, the distinct examples seen and the wall time.
 
-Usage (one torch thread; about 90 minutes for three seeds on one core of a busy 2-core machine):
+Usage (one torch thread; the 14 runs of notebook 05 took about two hours on a busy 2-core machine):
 
     OMP_NUM_THREADS=1 python benchmarks/sft_data_size.py --seeds 0 1 2
 
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     train = [gsm8k_to_r1_zero(p) for p in load_problems("arith", "train")]
     held_out = [gsm8k_to_r1_zero(p) for p in load_problems("arith", "test")[: args.eval_n]]
     out = {
-        "what": "SFT data-size ablation of qwen2-base on data/arith: each size to its plateau, greedy held-out rewards",
+        "what": "SFT data-size ablation of qwen2-base on data/arith: each size for many epochs, greedy held-out rewards",
         "command": "OMP_NUM_THREADS=%d python benchmarks/sft_data_size.py %s" % (
             args.threads, " ".join(sys.argv[1:] if argv is None else argv)),
         "settings": {"epochs": args.epochs, "min_steps": args.min_steps, "batch_size": args.batch_size, "lr": args.lr,
