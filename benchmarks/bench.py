@@ -324,6 +324,7 @@ def main(argv=None) -> int:
     model = sft_dir / "model"
     if not (model / "config.json").exists() and ({"grpo", "rollouts", "bounds"} - skip):
         res["sft_checkpoint"] = run_steps("course", ["make-sft", "--out", str(sft_dir)], args.threads)
+        res["sft_checkpoint"]["model"] = str(model.relative_to(REPO))  # the results name no path of this machine
     if "grpo" not in skip:
         res["grpo"] = bench_grpo(str(model), args.threads, grpo_steps, "trl" in skip)
     if "sft" not in skip:

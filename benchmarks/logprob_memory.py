@@ -3,7 +3,8 @@
 Each method runs in a fresh process. The logits (B, T, V) float32 are made and touched first;
 then the process's resident-set high-water mark is reset (/proc/self/clear_refs) and the method
 runs. "extra" = high-water mark - resident size before the method, i.e. what the method adds
-on top of the logits. Three phases are reported:
+on top of the logits (with a fixed glibc mmap threshold, so that freed blocks leave the resident
+size and are not counted as held). Three phases are reported:
   forward     peak while computing the (B, T) log-probs (requires_grad logits, as in training)
   retained    what stays allocated after forward, held by autograd for backward
   backward    peak during backward, which must at least hold d logits, one (B, T, V) tensor
@@ -14,6 +15,7 @@ Usage: python benchmarks/logprob_memory.py [B T V]     (default 4 256 32000)
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -61,7 +63,13 @@ print(json.dumps({"forward_peak": forward_peak, "retained": retained, "backward_
 
 
 def measure(method: str, shape: tuple[int, int, int]) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, *map(str, shape), method], capture_output=True, text=True, check=True)
+    # A fixed mmap threshold: every block of 128 KiB or more is its own mapping, given back to the
+    # system when freed. By default glibc raises the threshold after the first large free and then
+    # keeps freed blocks in its heap, where the resident size still counts them: the reference's
+    # "retained" then read anything from 16 to 485 MiB from one run to the next.
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
+    out = subprocess.run([sys.executable, "-c", CHILD, *map(str, shape), method], capture_output=True, text=True,
+                         check=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
