@@ -16,9 +16,10 @@ $(STAMP): requirements-cpu.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-# Two workers (pytest-xdist): the suite takes about half the time on 2 cores.
+# Two workers (pytest-xdist): the suite takes about half the time on 2 cores. The 15 slowest
+# tests are listed with their times at the end; `pytest -m "not slow" tests` leaves out the slow ones.
 test: setup
-	$(PY) -m pytest -n 2 tests
+	$(PY) -m pytest -n 2 --durations=15 tests
 
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
