@@ -16,7 +16,7 @@ $(STAMP): requirements-cpu.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-# Two workers (pytest-xdist): 20 minutes on 2 cores from a fresh clone (its setup included). The
+# Two workers (pytest-xdist): about 20 minutes on 2 cores (measured in a fresh clone, setup aside). The
 # 15 slowest tests are listed with their times at the end; `pytest -m "not slow" tests` leaves
 # out the slow ones.
 test: setup
