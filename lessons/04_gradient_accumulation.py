@@ -267,10 +267,10 @@ plt.show()
 
 # %% [markdown]
 # Reading the plot (and the lines above it): your step sits at float32 rounding for every $k$
-# (about $10^{-7}$); forgetting $1/k$ gives a relative error of exactly $k - 1$ (the gradient is
+# ($10^{-7}$ to $6 \cdot 10^{-7}$); forgetting $1/k$ gives a relative error of exactly $k - 1$ (the gradient is
 # $k$ times too long, pointing the right way); the per-micro-batch token mean is off by a few
 # percent to tens of percent. Its error grows with how unequal the micro-batches' token counts
-# are: in student mode, 4% with $k = 2$ and $k = 4$, and 31% with $k = 8$, where each
+# are: in student mode, 4% with $k = 2$, 5% with $k = 4$ and 31% with $k = 8$, where each
 # micro-batch is a single example and the response lengths (printed above) run from 27 to 78
 # tokens.
 #
