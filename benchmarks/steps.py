@@ -1,6 +1,6 @@
 """One measurement of `make bench`, run in the environment that has what it needs; prints JSON.
 
-    python benchmarks/steps.py grpo-course --model DIR --steps 8 [--engine fast|hf] [--no-skip]
+    python benchmarks/steps.py grpo-course --model DIR --steps 8 [--engine fast|hf] [--update packed|plain]
     python benchmarks/steps.py grpo-trl    --model DIR --steps 8          (in .venv-trl)
     python benchmarks/steps.py sft-course  --model DIR --steps 12
     python benchmarks/steps.py sft-trl     --model DIR --steps 12         (in .venv-trl)
@@ -55,14 +55,14 @@ def grpo_questions_in_order(cfg: dict, steps: int) -> list[dict]:
 
 
 def grpo_course(args) -> dict:
-    import functools
-
     from course_lib.grpo import grpo_train_step
     from course_lib.training.grpo_trainer import train_grpo
+    from course_lib.training.grpo_update import packed_grpo_train_step
 
     cfg = {**grpo_settings(args.model, args.steps), "engine": args.engine}
     records: list[dict] = []
-    update = functools.partial(grpo_train_step, skip_zero_weight=not args.no_skip)
+    # packed: the trainer's default update; plain: the graded grpo_train_step, every row scored (as before)
+    update = {"packed": packed_grpo_train_step, "plain": grpo_train_step}[args.update]
     train_grpo(cfg, eval_data=[], progress=False, on_step=records.append, update_fn=update)
     return {"step_s": [r["step_time"] for r in records], "rollout_s": [r["rollout_time"] for r in records],
             "completion_tokens": [r["response_length"] for r in records],
@@ -233,7 +233,9 @@ def main(argv=None) -> None:
     p.add_argument("--out", default="runs/bench/sft")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--engine", default="fast")
-    p.add_argument("--no-skip", action="store_true", help="course GRPO: score rows of advantage 0 too (as before)")
+    p.add_argument("--update", choices=["packed", "plain"], default="packed",
+                   help="course GRPO: the trainer's packed update (default) or the plain grpo_train_step, which "
+                        "scores rows of advantage 0 too (as before)")
     p.add_argument("--batch", type=int, nargs="+", default=[32, 64, 128])
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)

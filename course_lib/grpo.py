@@ -1,6 +1,8 @@
 """GRPO's graded pieces: group-normalised advantages (notebook 06), the three policy-gradient
-losses and the micro-batch step (07), and the update of one rollout batch (09), which is the
-inner loop of the course's GRPO trainer (`course_lib.training.grpo_trainer`)."""
+losses and the micro-batch step (07), and the update of one rollout batch (09), the plain loop.
+The course's GRPO trainer (`course_lib.training.grpo_trainer`) runs the same update packed
+(`course_lib.training.grpo_update`: rows of weight 0 left out, the rest packed by length), which
+a test holds equal to this one parameter for parameter."""
 
 from __future__ import annotations
 
@@ -222,98 +224,70 @@ def _check_rollout_batch(n: int, train_batch_size: int, k: int, kl_coef: float, 
         raise ValueError("kl_coef > 0 needs rollout_batch['ref_log_probs']")
 
 
-def micro_batch_rows(rollout_batch: dict[str, torch.Tensor], first: int, train_batch_size: int, micro: int,
-                     weight_key: str | None = None) -> list[torch.Tensor]:
-    """Row indices of the micro-batches of the train batch of rows first .. first+train_batch_size-1.
-
-    weight_key None: consecutive runs of `micro` rows (k = train_batch_size / micro of them).
-    weight_key "advantages" or "raw_rewards" (the weight of each row's log-prob in the loss):
-    the rows whose weight is exactly 0 are left out, since their per-token loss is exactly 0
-    (-0 * log pi for the REINFORCE losses, -min(ratio * 0, clip(ratio) * 0) for grpo_clip) and
-    so is its gradient; the rest are sorted by length (prompt + response) and cut into
-    ceil(kept / micro) micro-batches of near-equal size, so that each is padded only to about
-    its own longest row. May return no micro-batch at all.
-    """
-    rows = torch.arange(first, first + train_batch_size, device=rollout_batch["advantages"].device)
-    if weight_key is None:
-        return list(rows.split(micro))
-    rows = rows[rollout_batch[weight_key][rows] != 0]
-    if len(rows) == 0:
-        return []
-    mask = rollout_batch["response_mask"][rows]
-    length = mask.shape[1] - mask.flip(-1).long().argmax(-1)  # one past the last response token
-    rows = rows[length.argsort(stable=True)]
-    return list(rows.tensor_split(-(-len(rows) // micro)))
-
-
 def grpo_train_step(
     policy: torch.nn.Module, optimizer: torch.optim.Optimizer, rollout_batch: dict[str, torch.Tensor],
     loss_type: str, train_batch_size: int, gradient_accumulation_steps: int, epochs_per_rollout_batch: int = 1,
     cliprange: float | None = None, max_grad_norm: float = 1.0, kl_coef: float = 0.0, scheduler=None,
-    log_probs_fn=get_response_log_probs, train_step_fn=grpo_microbatch_train_step, skip_zero_weight: bool = True,
+    log_probs_fn=get_response_log_probs, train_step_fn=grpo_microbatch_train_step,
 ) -> dict[str, list[float]]:
     """All the policy updates of one rollout batch: epochs x optimizer steps x micro-batches.
 
-        for epoch in 1 .. epochs_per_rollout_batch:                 # 1: on-policy
-            for each train batch (consecutive train_batch_size rows):
-                for each of its micro-batches (`micro_batch_rows`; k = gradient_accumulation_steps of them):
-                    log_probs = log_probs_fn(policy, input_ids, labels, return_token_entropy=True)
-                    [ (kl_coef / k) * mean_b masked_mean_t(k3(log_probs, ref_log_probs)) ].backward()
+        k = gradient_accumulation_steps; micro = train_batch_size // k
+        for epoch in 1 .. epochs_per_rollout_batch:                  # 1: on-policy
+            for each train batch (train_batch_size consecutive rows):    # one optimizer step
+                for each of its k micro-batches mb (micro consecutive rows, `slice_micro_batch`):
+                    log_probs = log_probs_fn(policy, input_ids, labels, return_token_entropy=True)  # (micro, T')
+                    if kl_coef > 0: backward(the KL term of mb, below; retain_graph=True)
                     train_step_fn(log_probs, mask, k, loss_type, raw_rewards, advantages,
-                                  old_log_probs, cliprange)            # backward inside
-                clip the gradient norm to max_grad_norm; optimizer.step(); scheduler.step(); zero grads
+                                  old_log_probs, cliprange)             # its loss / k, backward inside
+                grad_norm = clip_grad_norm_(max_grad_norm); optimizer.step(); scheduler.step(); zero grads
 
-    Each row weighs 1 / train_batch_size in its step. A row of weight (raw reward for "no_baseline",
-    else advantage) exactly 0 has a loss and gradient of exactly 0, grpo_clip too: with
-    `skip_zero_weight` and no KL term it is not scored, and a micro-batch of m rows is passed
-    train_batch_size / m in place of k. With nothing left, the optimizer steps on zero gradients.
+    The KL term of a micro-batch M is kl_coef * mean_{b in M} masked_mean_t(kl_k3(log_probs, ref_log_probs)) / k:
+    the raw k3 of each token, its mean over each sequence's response tokens, the mean over M's rows,
+    weighted by kl_coef and divided by k like the policy-gradient loss (each row weighs 1 / train_batch_size).
 
     Args:
         policy: the model being trained, scoring at the sampling temperature (the trainer passes
             `TemperatureScaled(model, T)`), so that log-probs describe the samples.
         rollout_batch: the N rollouts in group order: "input_ids", "labels", "response_mask" (N, T);
             "raw_rewards", "advantages" (N,); "old_log_probs" (grpo_clip), "ref_log_probs" (KL) (N, T).
+            A micro-batch's tensors are (micro, T') and (micro, 1), T' <= T (`slice_micro_batch`).
         loss_type, cliprange: as in `grpo_microbatch_train_step`; kl_coef: k3 KL weight (0: none).
         train_batch_size: rollouts per optimizer step; N a multiple of it, it a multiple of k.
         scheduler: stepped after each optimizer step; log_probs_fn, train_step_fn: notebooks 03, 07.
 
     Returns:
-        {"loss": [per optimizer step: the sum of its micro-batch losses, KL term included],
+        {"loss": [per optimizer step: the sum of its micro-batch losses, KL terms included],
          "grad_norm": [per optimizer step: the norm before clipping],
-         "token_entropy": [per micro-batch scored (rows of weight 0 are not): mean entropy of its response tokens],
-         "clip_fraction": [per micro-batch scored, grpo_clip only], "kl": [per micro-batch, kl_coef > 0 only]}
+         "token_entropy": [per micro-batch: mean entropy of its response tokens],
+         "clip_fraction": [per micro-batch, grpo_clip only], "kl": [per micro-batch: its mean k3, kl_coef > 0 only]}
     """
-    n, k = rollout_batch["advantages"].shape[0], gradient_accumulation_steps
+    n, k = len(rollout_batch["advantages"]), gradient_accumulation_steps
     _check_rollout_batch(n, train_batch_size, k, kl_coef, rollout_batch)
     micro = train_batch_size // k
-    skip = skip_zero_weight and kl_coef == 0
-    weight_key = ("raw_rewards" if loss_type == "no_baseline" else "advantages") if skip else None
     out: dict[str, list[float]] = {"loss": [], "grad_norm": [], "token_entropy": [], "clip_fraction": [], "kl": []}
     for _epoch in range(epochs_per_rollout_batch):
-        for step in range(n // train_batch_size):
+        for first in range(0, n, train_batch_size):  # one optimizer step per train batch
             step_loss = 0.0
-            batches = micro_batch_rows(rollout_batch, step * train_batch_size, train_batch_size, micro, weight_key)
-            for rows in batches:
-                mb = slice_micro_batch(rollout_batch, rows)
-                accumulation = train_batch_size / len(rows)  # k when nothing is skipped
+            for start in range(first, first + train_batch_size, micro):  # its k micro-batches
+                mb = slice_micro_batch(rollout_batch, slice(start, start + micro))
                 scored = log_probs_fn(policy, mb["input_ids"], mb["labels"], return_token_entropy=True)
                 log_probs, mask = scored["log_probs"], mb["response_mask"]
                 if scored.get("token_entropy") is not None:
                     out["token_entropy"].append(float(masked_mean(scored["token_entropy"], mask)))
-                if kl_coef > 0:
+                if kl_coef > 0:  # the penalty, scaled like the policy-gradient loss
                     kl = masked_mean(kl_k3(log_probs, mb["ref_log_probs"]), mask, dim=-1).mean()
-                    (kl_coef * kl / accumulation).backward(retain_graph=True)  # the policy-gradient loss backprops next
+                    kl_term = kl_coef * kl / k
+                    kl_term.backward(retain_graph=True)  # the policy-gradient loss backprops through log_probs next
                     out["kl"].append(float(kl.detach()))
-                    step_loss += float(kl_coef * kl.detach() / accumulation)
-                loss, meta = train_step_fn(log_probs, mask, accumulation, loss_type, raw_rewards=mb["raw_rewards"],
+                    step_loss += float(kl_term.detach())
+                loss, meta = train_step_fn(log_probs, mask, k, loss_type, raw_rewards=mb["raw_rewards"],
                                            advantages=mb["advantages"], old_log_probs=mb.get("old_log_probs"),
                                            cliprange=cliprange)
                 step_loss += float(loss)
                 if "clip_fraction" in meta:
                     out["clip_fraction"].append(float(meta["clip_fraction"]))
-            if not batches:  # every row skipped: the gradient is exactly 0, and the optimizer still steps on it
-                for p in (p for p in policy.parameters() if p.requires_grad):
-                    p.grad = torch.zeros_like(p)
+            # the whole step's gradient is in .grad: clip it, step, then zero it for the next step
             out["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)))
             optimizer.step()
             if scheduler is not None:

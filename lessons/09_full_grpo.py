@@ -7,7 +7,7 @@
 # rollouts and the new weights: `grpo_train_step`, all the policy updates of one rollout batch
 # (epochs x optimizer steps x micro-batches, with the old log-probs of the sampling policy, an
 # optional KL penalty, gradient clipping and the learning-rate schedule). It is checked parameter
-# for parameter against an independent computation here and against the course trainer's own
+# for parameter against an independent computation here and against the course's reference
 # update in the hidden cases. Then the course trainer runs *with your functions plugged in* and
 # the tiny SFT model's reward curve rises within minutes on a laptop CPU. Last, CS336's GRPO
 # experiments on the tiny world (learning rate, baseline, std normalisation, length
@@ -45,13 +45,14 @@ from course_lib.selfcheck import cmp, expect  # cmp: exact / approximate / max d
 #    $A_i = (r_i - \operatorname{mean}_\text{group}) / (\operatorname{std}_\text{group} + \varepsilon)$.
 # 3. **Old log-probs.** Score the response tokens under the sampling policy *before any
 #    update*: $\log \pi_{\theta_\text{old}}(o_{i,t} \mid q, o_{i,<t})$, stored with the batch
-#    (needed by `grpo_clip`; the course trainer leaves out the rows of advantage exactly 0, which
-#    the update never reads, when there is no KL term); when `kl_coef > 0`, also the log-probs of
-#    a frozen reference policy.
+#    (needed by `grpo_clip`; without a KL term the course trainer leaves out the rows of
+#    advantage exactly 0: their loss and gradient are exactly 0 whatever their old log-probs, and
+#    its packed update never scores them); when `kl_coef > 0`, also the log-probs of a frozen
+#    reference policy.
 # 4. **The update** (this notebook): `epochs_per_rollout_batch` passes over the batch; each pass
 #    splits it into train batches of `train_batch_size` consecutive rollouts (one optimizer step
-#    each), and each train batch into $k$ = `gradient_accumulation_steps` consecutive
-#    micro-batches. For each micro-batch $M$:
+#    each), and each train batch into $k$ = `gradient_accumulation_steps` micro-batches of
+#    `train_batch_size // k` consecutive rollouts. For each micro-batch $M$:
 #
 # $$\mathcal{L}_M = \frac{1}{k}\,\frac{1}{|M|}\sum_{i \in M} \frac{1}{|o_i|}\sum_{t=1}^{|o_i|}
 #   \ell_{i,t}(\theta) \;+\; \frac{\beta}{k}\,\frac{1}{|M|}\sum_{i \in M} \frac{1}{|o_i|}\sum_{t} \Big(\rho_{i,t} - \log\rho_{i,t} - 1\Big),
@@ -59,11 +60,15 @@ from course_lib.selfcheck import cmp, expect  # cmp: exact / approximate / max d
 #
 # where $\ell_{i,t}$ is notebook 07's per-token loss ($-A_i \log\pi_\theta$, or the clipped
 # $-\min(\text{ratio}\cdot A_i,\ \operatorname{clip}(\text{ratio}, 1-\epsilon, 1+\epsilon)\,A_i)$ with
-# $\text{ratio} = \pi_\theta / \pi_{\theta_\text{old}}$) and the second term is the k3 estimate of
-# $\mathrm{KL}(\pi_\theta \,\|\, \pi_\text{ref})$ weighted by $\beta$ = `kl_coef`. Each
+# $\text{ratio} = \pi_\theta / \pi_{\theta_\text{old}}$) and the second term, only when $\beta$ = `kl_coef`
+# $> 0$, is the micro-batch's **KL term**: the raw k3 estimate of
+# $\mathrm{KL}(\pi_\theta \,\|\, \pi_\text{ref})$ at each response token, its masked mean over each
+# sequence, averaged over the micro-batch's rows, weighted by $\beta$ and divided by $k$; in code,
+# `kl_coef * masked_mean(kl_k3(log_probs, ref_log_probs), mask, dim=-1).mean() / k`. Each
 # $\mathcal{L}_M$ is backpropagated (the gradients add up in `.grad`); after the $k$-th, the
 # gradient norm is clipped to `max_grad_norm`, the optimizer steps, the learning-rate schedule
-# steps, and the gradients are zeroed.
+# steps, and the gradients are zeroed. (By default the course trainer runs this same update
+# packed, with the rows of advantage 0 left out: see the pitfalls at the end.)
 #
 # **On- and off-policy.** With one epoch and one optimizer step per rollout batch, every
 # gradient is computed at $\theta = \theta_\text{old}$: the ratio is exactly 1, nothing is
@@ -98,13 +103,12 @@ compute_group_normalized_rewards = your_functions("06", "compute_group_normalize
 grpo_microbatch_train_step = your_functions("07", "grpo_microbatch_train_step")
 
 # %% [markdown]
-# Four small helpers, given: the k3 KL estimator, the slicing of a micro-batch out of the
+# Three small helpers, given: the k3 KL estimator, the slicing of a micro-batch out of the
 # rollout batch (it also cuts the columns after the last response token of its rows, which hold
 # only padding: with a causal model and right padding they change no log-prob the loss reads),
-# the check of the batch sizes, and `micro_batch_rows`, the course version's packing of
-# micro-batches (see "Your turn" below; you need not use it).
+# and the check of the batch sizes.
 
-# %% [given] course_lib.kl:kl_k3 course_lib.grpo:slice_micro_batch course_lib.grpo:_check_rollout_batch course_lib.grpo:micro_batch_rows
+# %% [given] course_lib.kl:kl_k3 course_lib.grpo:slice_micro_batch course_lib.grpo:_check_rollout_batch
 import torch
 
 # %% [markdown]
@@ -153,23 +157,17 @@ print("a response:", repr(batch.rollouts[0].text[:160]))
 # - for each epoch, for each train batch of `train_batch_size` consecutive rows, for each of its
 #   `k` micro-batches of `train_batch_size // k` consecutive rows (`slice_micro_batch`): the
 #   log-probs and token entropies from `log_probs_fn(policy, input_ids, labels,
-#   return_token_entropy=True)`; when `kl_coef > 0`, backpropagate
-#   `kl_coef / k * masked_mean(kl_k3(log_probs, ref_log_probs), mask, dim=-1).mean()` (with
-#   `retain_graph=True`: the policy-gradient loss backpropagates through the same graph next);
-#   then `train_step_fn(log_probs, mask, k, loss_type, raw_rewards=..., advantages=...,
-#   old_log_probs=..., cliprange=...)`, which backpropagates the loss itself;
+#   return_token_entropy=True)`; when `kl_coef > 0`, backpropagate the micro-batch's KL term
+#   (defined above, with $\mathcal{L}_M$) with `retain_graph=True` (the policy-gradient loss
+#   backpropagates through the same graph next); then `train_step_fn(log_probs, mask, k,
+#   loss_type, raw_rewards=..., advantages=..., old_log_probs=..., cliprange=...)`, which
+#   backpropagates the loss itself;
 # - after the $k$-th micro-batch: `torch.nn.utils.clip_grad_norm_` (it returns the norm *before*
 #   clipping: that is the `grad_norm` to log), `optimizer.step()`, `scheduler.step()` when a
 #   scheduler is given, `optimizer.zero_grad(set_to_none=True)`;
 # - return the lists of the docstring: per optimizer step the loss (the sum of its micro-batch
 #   losses, the KL terms included) and the gradient norm; per micro-batch the mean token entropy
 #   over response tokens, the clip fraction (when `train_step_fn`'s metadata has one) and the KL.
-#
-# The course's version (the solution) has one more argument, `skip_zero_weight`: an optimisation
-# that leaves out the rows whose advantage is exactly 0 (their gradient is exactly 0) and packs
-# the rest by length (`micro_batch_rows`, given above). It gives the same update up to float
-# rounding, and you need not write it: the checks and the trainer never pass that argument, and
-# the plain loop above passes every check.
 
 # %% [solution] course_lib.grpo:grpo_train_step
 import torch
@@ -178,8 +176,8 @@ import torch
 # ## How this is graded
 #
 # The visible checks below compare your step with an independent computation on the real
-# rollout batch above, on a float64 copy of the SFT model (so that a right answer matches to
-# ~1e-12 and a wrong one by far more). They pass your step the course's released
+# rollout batch above, on a float64 copy of the SFT model (so that in these checks a right
+# answer matches to ~1e-12 and a wrong one by far more). They pass your step the course's released
 # `get_response_log_probs` and `grpo_microbatch_train_step` as `log_probs_fn` and
 # `train_step_fn`, so that they grade this step alone, not your notebooks 03 and 07 again:
 #
@@ -192,10 +190,11 @@ import torch
 # 4. the same for the two epochs of two optimizer steps of `grpo_clip` with a schedule;
 # 5. the KL penalty: its value in the returned loss and its sign and scale in the update.
 #
-# The hidden cases then run your function on small random Qwen2 models, against the course's
-# reference update (the inner loop of the course trainer: `tests/test_trainers.py` checks that a
-# trainer step is `collect_rollouts` followed by this update, parameter for parameter), and
-# compare every parameter, the returned losses and gradient norms: on-policy with $k$ = 1, 2, 4;
+# The hidden cases then run your function on small random float64 Qwen2 models whose attention
+# is float64 too, against the plain reference update (the loop described above), with a
+# tolerance measured from the spread between correct implementations that batch differently
+# (plain and packed micro-batches), and compare every parameter, the returned losses and
+# gradient norms: on-policy with $k$ = 1, 2, 4;
 # `no_baseline`; `grpo_clip` over two epochs with given old log-probs; two optimizer steps per
 # rollout batch with a clipped gradient; a KL penalty; a warmup schedule; rows of exactly zero
 # advantage; a policy that divides its logits by a sampling temperature.
@@ -209,7 +208,7 @@ REFERENCE_LOG_PROBS, REFERENCE_MICROBATCH_STEP = course_lib.get_response_log_pro
 # parameters in proportion to the gradient, so a wrong scale or a missing clip shows in them
 LR, CLIP, CLIPRANGE = 1.0, 1e-3, 0.2  # a max_grad_norm this small clips every step, so a missing clip shows
 check_rows = 8
-start = copy.deepcopy(sft_model).double()  # float64: a right update matches to ~1e-12
+start = copy.deepcopy(sft_model).double()  # float64: in these checks a right update matches to ~1e-12
 gen = torch.Generator().manual_seed(0)
 check_batch = {key: batch.tensors[key][:check_rows] for key in ("input_ids", "labels", "response_mask")}
 check_batch["advantages"] = torch.randn(check_rows, generator=gen, dtype=torch.float64)  # no zero rows
@@ -481,7 +480,8 @@ def smooth(ys, window=10):
     """Trailing moving average over the finite values (the first points average what there is).
 
     The metrics log writes a value that is not finite as a string ("nan": e.g. the entropy of a
-    step in which every group had advantage 0, so that no micro-batch was scored)."""
+    step of the trainer's default, packed update in which every group had advantage 0, so that no
+    micro-batch was scored)."""
     ys = [float(y) for y in ys]
     out = []
     for i in range(len(ys)):
@@ -837,7 +837,8 @@ else:
 #   exactly 0 (notebook 06), and so has every token loss of its rows: exactly 0 gradient, the
 #   same forward and backward cost. The run above logs their share every step (the lower right
 #   panel). Such rows can be skipped exactly, unless a KL penalty is on, whose gradient does not
-#   vanish with the advantage.
+#   vanish with the advantage: the course trainer's default update does
+#   (`course_lib/training/grpo_update.py`), and a test holds it equal to the plain loop.
 # - **A gradient in one micro-batch, a step per micro-batch.** Everything in notebook 05's
 #   pitfalls applies here too, and more quietly: GRPO's loss hovers around 0 whatever happens
 #   (notebook 07), so the only signs of a broken update are a reward curve that does not rise

@@ -89,6 +89,17 @@ def test_neither_trainer_imports_the_other():
     assert "course_lib.training.sft_trainer" not in grpo
 
 
+def test_the_trainers_call_their_seams_by_keyword():
+    """In the two training loops and what they share, a call with more than three arguments names them."""
+    positional = []
+    for name in ("grpo_trainer", "sft_trainer", "common"):
+        path = PACKAGE / "training" / f"{name}.py"
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and len(node.args) > 3:
+                positional.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {ast.unparse(node.func)}")
+    assert not positional, positional
+
+
 def test_no_function_is_longer_than_80_lines():
     long = []
     for path in PACKAGE.rglob("*.py"):

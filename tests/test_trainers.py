@@ -15,7 +15,9 @@ from course_lib.training.checkpoint import NonFiniteLossError, latest_checkpoint
 from course_lib.training.common import data_indices, make_optimizer, make_scheduler
 from course_lib.training.config import build_config
 from course_lib.training.grpo_trainer import check_batch_sizes, collect_rollouts, grpo_questions, train_grpo
-from course_lib.training.models import TemperatureScaled, check_tokenizer_matches, load_model_and_tokenizer
+from course_lib.training.grpo_update import packed_grpo_train_step
+from course_lib.training.models import (TemperatureScaled, check_tokenizer_matches, load_model_and_tokenizer,
+                                        scoring_temperature)
 from course_lib.training.sft_trainer import sft_examples, train_sft
 from tests.helpers import REPO, problems, random_qwen2
 
@@ -94,6 +96,16 @@ def test_batch_size_checks_have_clear_messages():
         check_batch_sizes(build_config("grpo", {"loss_type": "ppo"}))
 
 
+def test_a_group_never_straddles_two_optimizer_steps():
+    """Group 8 in train batches of 12: the second group's rows would be split between two steps."""
+    straddling = {"rollout_batch_size": 24, "group_size": 8, "train_batch_size": 12, "gradient_accumulation_steps": 2}
+    with pytest.raises(ValueError, match=r"train_batch_size \(12\) must be a multiple of group_size \(8\).*straddle "
+                                         r"two optimizer steps.*multiple of 8"):
+        check_batch_sizes(build_config("grpo", straddling))
+    check_batch_sizes(build_config("grpo", {**straddling, "train_batch_size": 8}))
+    check_batch_sizes(build_config("grpo", {**straddling, "train_batch_size": 24, "gradient_accumulation_steps": 3}))
+
+
 @pytest.mark.parametrize("loss_type", ["no_baseline", "reinforce_with_baseline", "grpo_clip"])
 def test_grpo_runs_and_logs_every_metric(tok, loss_type):
     model = random_qwen2(tok)
@@ -140,6 +152,20 @@ def test_temperature_scaled_log_probs(tok):
     raw = model(ids).logits
     scaled = TemperatureScaled(model, 0.5)(ids).logits
     assert torch.allclose(scaled, raw / 0.5)
+    # temperature 0 is greedy decoding: no softmax to match, so no scaling (the one place of that rule)
+    assert scoring_temperature(0.0) == 1.0 and scoring_temperature(0.7) == 0.7
+    assert torch.equal(TemperatureScaled(model, 0.0)(ids).logits, raw)
+
+
+def test_grpo_learning_rate_schedule_follows_min_lr_ratio(tok):
+    """GRPO's schedule: constant by default (min_lr_ratio 1.0); a cosine to lr * min_lr_ratio when set."""
+    lrs = {}
+    for ratio in (1.0, 0.1):
+        res = train_grpo(model=random_qwen2(tok), tokenizer=tok, train_data=problems(8), eval_data=[], progress=False,
+                         **small_grpo(n_grpo_steps=3, min_lr_ratio=ratio, sampling_max_tokens=4))
+        lrs[ratio] = [m["lr"] for m in res.metrics if m["kind"] == "train"]
+    assert build_config("grpo").min_lr_ratio == 1.0 and lrs[1.0] == [1e-3] * 3
+    assert lrs[0.1][0] < 1e-3 and lrs[0.1][-1] == pytest.approx(1e-4)
 
 
 def test_off_policy_epochs_and_kl_penalty(tok):
@@ -228,17 +254,21 @@ def test_as_r1_zero_accepts_both_forms_and_names_a_bad_record():
         as_r1_zero([{"text": "hello"}])
 
 
-def test_grpo_train_step_is_the_trainers_update(tok):
-    """One trainer step = collect_rollouts + grpo_train_step on the same batch, parameter for parameter."""
+@pytest.mark.parametrize("update", ["plain", "packed (the default)"])
+def test_a_trainer_step_is_collect_rollouts_then_the_update(tok, update):
+    """One trainer step = collect_rollouts + the update on the same batch, parameter for parameter:
+    `grpo_train_step` when passed as update_fn (as notebook 09 does), else the packed update."""
     def reward_fn(response, gold):  # varies inside groups, so every step moves the policy
         r = float(len(response) % 2)
         return {"reward": r, "format_reward": r, "answer_reward": r}
 
+    update_fn = grpo_train_step if update == "plain" else packed_grpo_train_step
     cfg = build_config("grpo", small_grpo(loss_type="grpo_clip", epochs_per_rollout_batch=2, n_grpo_steps=1,
                                           sampling_temperature=0.8, train_batch_size=4))
     start = random_qwen2(tok, seed=5)
     trained = train_grpo(cfg, model=copy.deepcopy(start), tokenizer=tok, train_data=problems(8), eval_data=[],
-                         progress=False, reward_fn=reward_fn).model
+                         progress=False, reward_fn=reward_fn,
+                         **({"update_fn": grpo_train_step} if update == "plain" else {})).model
 
     mine = copy.deepcopy(start)
     torch.manual_seed(cfg.seed)
@@ -250,9 +280,11 @@ def test_grpo_train_step_is_the_trainers_update(tok):
     optimizer = make_optimizer(mine, cfg.lr, cfg.weight_decay, cfg.betas)
     scheduler = make_scheduler(optimizer, cfg.warmup_steps, 4, min_lr_ratio=1.0)
     mine.train()
-    out = grpo_train_step(TemperatureScaled(mine, 0.8), optimizer, batch.tensors, "grpo_clip", 4, 2,
-                          epochs_per_rollout_batch=2, cliprange=cfg.cliprange, scheduler=scheduler)
-    assert len(out["loss"]) == 4 and len(out["clip_fraction"]) == 8
+    out = update_fn(policy=TemperatureScaled(mine, 0.8), optimizer=optimizer, rollout_batch=batch.tensors,
+                    loss_type="grpo_clip", train_batch_size=4, gradient_accumulation_steps=2,
+                    epochs_per_rollout_batch=2, cliprange=cfg.cliprange, scheduler=scheduler)
+    assert len(out["loss"]) == 4
+    assert len(out["clip_fraction"]) == 8 if update == "plain" else len(out["clip_fraction"]) <= 8
     moved = max((p - q).abs().max().item() for p, q in zip(mine.parameters(), start.parameters()))
     worst = max((p - q).abs().max().item() for p, q in zip(mine.parameters(), trained.parameters()))
     assert moved > 1e-3 and worst < 1e-6, (moved, worst)

@@ -7,7 +7,10 @@
   bookkeeping around each step, data parallelism);
 - `checkpoint`: checkpoints that resume exactly, and `metrics.jsonl`;
 - `sft_trainer.train_sft`, `grpo_trainer.train_grpo`: the two trainers, each a short loop around
-  its graded step (`course_lib.sft.sft_train_step`, `course_lib.grpo.grpo_train_step`);
+  its step: SFT's graded `course_lib.sft.sft_train_step`; for GRPO, the update of one rollout
+  batch, by default `grpo_update.packed_grpo_train_step` (the graded plain loop
+  `course_lib.grpo.grpo_train_step` with rows of advantage 0 skipped and the rest packed by
+  length: the same update, parameter for parameter);
 - `evaluation`: format and answer accuracy, and a report of generations;
 - `plots`: curves of a run; `cli`: `python -m course_lib.training sft|grpo|eval`;
 - `demo`: `make demo` (`python -m course_lib.training.demo`), base -> SFT -> GRPO on the tiny world.

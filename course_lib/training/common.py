@@ -100,7 +100,8 @@ def load_records(cfg, split: str, records: list[dict] | None, need: tuple[str, .
 
 def eval_examples_for(cfg) -> list[dict]:
     """The held-out records of a config: the first `eval_examples` of its eval split."""
-    return load_records(cfg, cfg.eval_split, None, ("prompt", "ground_truth"), cfg.eval_examples)
+    return load_records(cfg, split=cfg.eval_split, records=None, need=("prompt", "ground_truth"),
+                        first=cfg.eval_examples)
 
 
 def run_eval(model, tokenizer, cfg, examples, engine=None) -> dict:
@@ -120,20 +121,20 @@ def save_final(model, tokenizer, output_dir) -> Path:
 
 
 class RunLog:
-    """The bookkeeping around each optimizer step of a run, the same for both trainers.
+    """The bookkeeping of a run, the same for both trainers; the loops decide when each is due.
 
-    After every step: evaluate (every `eval_every` steps and at the last), append the metrics to
-    `metrics.jsonl`, call `on_step`, advance the progress bar, and checkpoint (every
-    `checkpoint_every` steps and at the last). A resumed run keeps the metrics written up to
-    its checkpoint.
+    `log_eval` records an evaluation, `log_step` a step's metrics (metrics.jsonl, `on_step`, the
+    progress bar), `save_checkpoint` writes a checkpoint that resumes exactly, `finish` saves the
+    model and returns the run's result. A resumed run keeps the metrics written up to its
+    checkpoint. With `output_dir` None (or on a process other than rank 0) nothing is written.
     """
 
-    def __init__(self, kind: str, cfg, total_steps: int, start_step: int, resume: bool, output_dir,
-                 eval_data: list[dict], progress: bool, on_step: Callable[[dict], None] | None):
+    def __init__(self, *, kind: str, cfg, total_steps: int, start_step: int, resume: bool, output_dir,
+                 progress: bool, on_step: Callable[[dict], None] | None):
         from tqdm.auto import tqdm
 
         self.kind, self.cfg, self.total_steps, self.output_dir = kind, cfg, total_steps, output_dir
-        self.eval_data, self.on_step = eval_data, on_step
+        self.on_step = on_step
         self.log = MetricsLog(output_dir, resume_step=start_step if resume else None)
         if output_dir:
             write_run_config(output_dir, kind, cfg)
@@ -141,21 +142,25 @@ class RunLog:
         self.bar = tqdm(total=total_steps, initial=start_step, desc=kind, disable=not progress, dynamic_ncols=True)
         self.started = time.perf_counter()
 
-    def end_step(self, step: int, record: dict, evaluate: Callable[[], dict], save: Callable[[], None],
-                 **postfix) -> None:
-        """Everything after optimizer step `step` (1-based) whose metrics are `record`."""
-        cfg, done = self.cfg, step == self.total_steps
-        if self.eval_data and ((cfg.eval_every and step % cfg.eval_every == 0) or done):
-            ev = {"kind": "eval", "step": step, **evaluate()}
-            self.evals.append(ev)
-            self.log.log(ev)
+    def log_eval(self, step: int, result: dict) -> None:
+        """Record the evaluation `result` made after optimizer step `step` (1-based)."""
+        ev = {"kind": "eval", "step": step, **result}
+        self.evals.append(ev)
+        self.log.log(ev)
+
+    def log_step(self, record: dict, **postfix) -> None:
+        """Record a step's metrics, pass them to `on_step`, and advance the progress bar (showing `postfix`)."""
         self.log.log(record)
         if self.on_step is not None:
             self.on_step(record)
         self.bar.set_postfix(**postfix)
         self.bar.update(1)
-        if self.output_dir and ((cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or done):
-            save()
+
+    def save_checkpoint(self, *, step: int, model, tokenizer, optimizer, scheduler, data_position: int) -> None:
+        """Checkpoint `step` in `output_dir` (model, optimizer, scheduler, RNG states and the data position)."""
+        save_checkpoint(self.output_dir, step=step, model=model, tokenizer=tokenizer, optimizer=optimizer,
+                        scheduler=scheduler, extra={"data_position": data_position, "kind": self.kind},
+                        keep=self.cfg.keep_checkpoints)
 
     def finish(self, model, tokenizer) -> TrainResult:
         """Close the bar, put the model in eval mode, save `model/`, and return the run's result."""
@@ -169,13 +174,6 @@ class RunLog:
                            eval=self.evals[-1] if self.evals else None, evals=self.evals,
                            output_dir=self.cfg.output_dir, steps=self.total_steps,
                            seconds=time.perf_counter() - self.started)
-
-
-def checkpoint_saver(output_dir, step: int, model, tokenizer, optimizer, scheduler, cfg, kind: str,
-                     data_position: int) -> Callable[[], None]:
-    """A function that writes the checkpoint of `step` (called by `RunLog.end_step` when due)."""
-    return lambda: save_checkpoint(output_dir, step, model, tokenizer, optimizer, scheduler,
-                                   extra={"data_position": data_position, "kind": kind}, keep=cfg.keep_checkpoints)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -67,6 +67,7 @@ class GRPOConfig(ModelConfig, EvalSettings):
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.95)
     warmup_steps: int = 0
+    min_lr_ratio: float = 1.0  # the cosine decays to lr * min_lr_ratio over the optimizer steps; 1.0: constant lr
     advantage_eps: float = 1e-6
     rollout_batch_size: int = 256
     group_size: int = 8

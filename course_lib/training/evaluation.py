@@ -106,7 +106,7 @@ def evaluate(engine_or_model, tokenizer, examples: list[dict], max_tokens: int =
 def response_entropies(model, tokenizer, prompts: list[str], responses: list[str], batch_size: int = 64,
                        temperature: float = 1.0) -> list[float]:
     """Mean token entropy of each response under `model` (NaN for an empty response)."""
-    scored = TemperatureScaled(model, temperature) if temperature not in (0, 1.0) else model
+    scored = TemperatureScaled(model, temperature)  # temperature 0 (greedy): no scaling, the rule's one place
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -147,7 +147,7 @@ def log_generations(model, tokenizer, examples: list[dict], path: str | os.PathL
     examples = as_r1_zero(examples)
     texts = [r.text for r in res["rollouts"]]
     entropies = response_entropies(model, tokenizer, [ex["prompt"] for ex in examples], texts,
-                                   temperature=temperature or 1.0)
+                                   temperature=temperature)
     records = []
     for ex, r, s, cat, h in zip(examples, res["rollouts"], res["scores"], res["categories"], entropies):
         rec = {"prompt": ex["prompt"], "response": r.text, "gold": ex["ground_truth"], **s, "category": cat,

@@ -2,16 +2,20 @@
 
     for step in 1 .. n_grpo_steps:
         batch = collect_rollouts(...)     # the next rollout_batch_size / group_size questions:
-            rollouts   = engine.generate(prompts, SamplingParams(T, min/max tokens, stop "</answer>", n=group_size))
-            A, r, meta = advantage_fn(r1_zero_reward_fn, responses, answers, group_size, eps, use_std)
-            tensors    = tokenize_fn(prompts, responses); old log-probs (grpo_clip) and reference
-                         log-probs (kl_coef > 0) under the policy before any update
-        grpo_train_step(policy / T, optimizer, batch.tensors, ...)   # epochs x optimizer steps x micro-batches
-        engine.load_weights(policy)                                  # vLLM holds its own copy
+            1) rollouts   = engine.generate(prompts, SamplingParams(T, min/max tokens, stop "</answer>", n=group_size))
+            2) A, r, meta = advantage_fn(r1_zero_reward_fn, responses, answers, group_size, eps, use_std)
+            3) tensors    = tokenize_fn(prompts, responses); old log-probs (grpo_clip) and reference
+                            log-probs (kl_coef > 0) under the policy before any update
+        4) update_fn(policy / T, optimizer, batch.tensors, ...)      # epochs x optimizer steps x micro-batches
+        5) engine.load_weights(policy)                               # vLLM holds its own copy
+        evaluate every eval_every steps and at the last; checkpoint every checkpoint_every steps and at the last
 
-`grpo_train_step` is `course_lib.grpo.grpo_train_step` (graded in notebook 09); the advantage,
-log-prob, micro-batch step and tokenize functions are injectable (notebook 09 passes the
-student's own) and default to the course's reference implementations.
+`update_fn` defaults to `course_lib.training.grpo_update.packed_grpo_train_step`: the graded
+`course_lib.grpo.grpo_train_step` (notebook 09) with the rows of advantage exactly 0 left out
+and the rest packed by length, the same update to float rounding (a test holds the two equal
+parameter for parameter). Notebook 09 passes the student's plain `grpo_train_step`. The
+advantage, log-prob, micro-batch step and tokenize functions are injectable too (notebook 09
+passes the student's own) and default to the course's reference implementations.
 
 Why logits / T: rollouts sampled at temperature T come from softmax(logits / T). The policy-
 gradient estimate grad E_{o~pi}[A] = E[A grad log pi(o)] needs log pi of that same
@@ -19,7 +23,8 @@ distribution. Scoring with raw logits would make the old, new and reference log-
 the T = 1 policy: on-policy the importance ratio pi/pi_old would be computed against a policy
 nobody sampled from, the clip would act on the wrong ratio, and the gradient would push a
 different distribution than the one whose rewards were measured. So sampling and scoring share
-one temperature, here and in the engines (`course_lib.training.models.TemperatureScaled`).
+one temperature, here and in the engines (`course_lib.training.models.TemperatureScaled`;
+temperature 0, greedy, means no scaling).
 
 Simplifications, named: the reward is the r1_zero answer reward (format alone earns nothing);
 responses are re-tokenized from their text with `tokenize_fn` (as CS336 does), so the scored
@@ -37,16 +42,16 @@ from typing import Callable
 
 import torch
 
-from ..grpo import (LOSS_TYPES, compute_group_normalized_rewards, grpo_microbatch_train_step, grpo_train_step,
-                    slice_micro_batch)
+from ..grpo import LOSS_TYPES, compute_group_normalized_rewards, grpo_microbatch_train_step, slice_micro_batch
 from ..logprobs import get_response_log_probs
 from ..rewards import r1_zero_reward_fn
 from ..rollouts import Rollout, SamplingParams, make_engine
 from ..tokenization import tokenize_prompt_and_output
 from .checkpoint import restore_checkpoint
-from .common import (RunLog, TrainResult, check_finite, checkpoint_saver, data_indices, eval_examples_for,
-                     load_records, make_optimizer, make_scheduler, resolve_config, run_eval)
+from .common import (RunLog, TrainResult, check_finite, data_indices, eval_examples_for, load_records, make_optimizer,
+                     make_scheduler, resolve_config, run_eval)
 from .config import GRPOConfig
+from .grpo_update import packed_grpo_train_step
 from .models import TemperatureScaled, load_model_and_tokenizer, set_seed
 
 
@@ -63,8 +68,10 @@ def check_batch_sizes(cfg: GRPOConfig) -> None:
     if cfg.rollout_batch_size % cfg.train_batch_size != 0:
         raise ValueError(f"rollout_batch_size ({cfg.rollout_batch_size}) must be divisible by train_batch_size "
                          f"({cfg.train_batch_size}): each rollout batch splits into whole optimizer steps")
-    if cfg.train_batch_size < cfg.group_size:
-        raise ValueError(f"train_batch_size ({cfg.train_batch_size}) must be at least group_size ({cfg.group_size})")
+    if cfg.train_batch_size % cfg.group_size != 0:
+        raise ValueError(f"train_batch_size ({cfg.train_batch_size}) must be a multiple of group_size "
+                         f"({cfg.group_size}): otherwise a group's rollouts straddle two optimizer steps; set "
+                         f"train_batch_size to a multiple of {cfg.group_size} (or change group_size)")
     if cfg.epochs_per_rollout_batch < 1:
         raise ValueError("epochs_per_rollout_batch must be >= 1")
     if cfg.loss_type != "grpo_clip" and cfg.epochs_per_rollout_batch > 1:
@@ -74,7 +81,8 @@ def check_batch_sizes(cfg: GRPOConfig) -> None:
 
 def grpo_questions(cfg: GRPOConfig, problems: list[dict] | None = None) -> list[dict]:
     """The r1_zero questions (prompt and ground truth) GRPO draws from: the first `n_questions`."""
-    questions = load_records(cfg, cfg.train_split, problems, ("prompt", "ground_truth"), cfg.n_questions)
+    questions = load_records(cfg, split=cfg.train_split, records=problems, need=("prompt", "ground_truth"),
+                             first=cfg.n_questions)
     if not questions:
         raise ValueError("no GRPO questions (check n_questions and the data split)")
     return questions
@@ -82,7 +90,7 @@ def grpo_questions(cfg: GRPOConfig, problems: list[dict] | None = None) -> list[
 
 @dataclass
 class RolloutBatch:
-    """One step's rollouts, scored and tokenized: what `grpo_train_step` trains on.
+    """One step's rollouts, scored and tokenized: what the update (`update_fn`) trains on.
 
     `tensors` holds "input_ids", "labels", "response_mask" (N, T), "raw_rewards", "advantages"
     (N,), and "old_log_probs" / "ref_log_probs" (N, T) when the loss or the KL needs them.
@@ -97,7 +105,7 @@ class RolloutBatch:
 @torch.no_grad()
 def _score(model, tensors: dict, micro: int, log_probs_fn, temperature: float,
            rows: torch.Tensor | None = None) -> torch.Tensor:
-    """(N, T) log-probs of the responses under `model` at `temperature`, a micro-batch at a time.
+    """(N, T) log-probs of the responses under `model` at sampling `temperature`, a micro-batch at a time.
 
     Only `rows` (default: all) are scored, sorted by length so that each micro-batch is padded
     to about its own length; the other rows stay 0."""
@@ -139,12 +147,14 @@ def once_per_pair(reward_fn: Callable) -> Callable:
 def collect_rollouts(engine, model, tokenizer, questions: list[dict], cfg: GRPOConfig, step: int, *,
                      advantage_fn: Callable, reward_fn: Callable, tokenize_fn: Callable, log_probs_fn: Callable,
                      ref_model: torch.nn.Module | None = None) -> RolloutBatch:
-    """Sample `group_size` responses to each question, score them, and tokenize them for the update.
+    """Stages 1-3 of a GRPO step: sample `group_size` responses to each question, reward them and
+    turn the rewards into group advantages, tokenize them and score the log-probs the update needs.
 
     The sampling seed is a function of the run's seed and the step number, so a resumed run
     repeats the step exactly. An empty response (end-of-text sampled first) is scored as that
     end-of-text token, so that its mask is not empty (a mean over no tokens is NaN).
     """
+    # 1) rollouts, from the current policy
     t0 = time.perf_counter()
     params = SamplingParams(temperature=cfg.sampling_temperature, top_p=cfg.sampling_top_p,
                             max_tokens=cfg.sampling_max_tokens, min_tokens=cfg.sampling_min_tokens,
@@ -157,22 +167,26 @@ def collect_rollouts(engine, model, tokenizer, questions: list[dict], cfg: GRPOC
     responses = [r.text if r.text else (tokenizer.eos_token or "") for r in rollouts]
     gold = [q["ground_truth"] for q in questions for _ in range(cfg.group_size)]
     prompts = [q["prompt"] for q in questions for _ in range(cfg.group_size)]
+    # 2) rewards and group-normalised advantages
     advantages, raw_rewards, reward_meta = advantage_fn(
-        once_per_pair(reward_fn), responses, gold, cfg.group_size, cfg.advantage_eps, cfg.use_std_normalization)
+        reward_fn=once_per_pair(reward_fn), rollout_responses=responses, repeated_ground_truths=gold,
+        group_size=cfg.group_size, advantage_eps=cfg.advantage_eps, normalize_by_std=cfg.use_std_normalization)
+    # 3) tokenized, and scored under the policy that sampled (and the reference) before any update
     device = next(model.parameters()).device
     tensors = {k: v.to(device) for k, v in tokenize_fn(prompts, responses, tokenizer).items()}
     tensors["raw_rewards"] = raw_rewards.to(device).float()
     tensors["advantages"] = advantages.to(device).float()
     micro = cfg.train_batch_size // cfg.gradient_accumulation_steps
-    temperature = cfg.sampling_temperature if cfg.sampling_temperature > 0 else 1.0
     if cfg.loss_type == "grpo_clip":  # the policy that sampled, before any update of this step
-        # without a KL term, rows of advantage exactly 0 are never scored by the update (see
-        # `grpo_train_step`): their old log-probs are not needed either
+        # without a KL term, a row of advantage exactly 0 has loss and gradient exactly 0 whatever its
+        # old log-probs: the packed update never scores it (`grpo_update`), so they are left at 0
         needed = (tensors["advantages"] != 0).nonzero().flatten() if cfg.kl_coef == 0 else None
-        tensors["old_log_probs"] = _score(model, tensors, micro, log_probs_fn, temperature, needed)
+        tensors["old_log_probs"] = _score(model, tensors, micro=micro, log_probs_fn=log_probs_fn,
+                                          temperature=cfg.sampling_temperature, rows=needed)
     if ref_model is not None:
-        tensors["ref_log_probs"] = _score(ref_model, tensors, micro, log_probs_fn, temperature)
-    return RolloutBatch(rollouts, tensors, reward_meta, seconds)
+        tensors["ref_log_probs"] = _score(ref_model, tensors, micro=micro, log_probs_fn=log_probs_fn,
+                                          temperature=cfg.sampling_temperature)
+    return RolloutBatch(rollouts=rollouts, tensors=tensors, reward_meta=reward_meta, rollout_seconds=seconds)
 
 
 def _mean(values: list[float], empty: float) -> float:
@@ -212,6 +226,32 @@ def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
     return ref
 
 
+def _policy(cfg: GRPOConfig, model, tokenizer):
+    """(model, tokenizer): as given, or loaded from the config when `model` is None."""
+    if model is None:
+        return load_model_and_tokenizer(cfg)
+    if tokenizer is None:
+        raise ValueError("pass the tokenizer together with the model")
+    return model, tokenizer
+
+
+def _optimizer_and_scheduler(model, cfg: GRPOConfig):
+    """AdamW, and its schedule over all the run's optimizer steps: linear warmup over `warmup_steps`,
+    then cosine to lr * min_lr_ratio (the default 1.0 keeps the learning rate constant)."""
+    opt_steps = cfg.n_grpo_steps * (cfg.rollout_batch_size // cfg.train_batch_size) * cfg.epochs_per_rollout_batch
+    optimizer = make_optimizer(model, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas)
+    scheduler = make_scheduler(optimizer, warmup_steps=cfg.warmup_steps, total_steps=opt_steps,
+                               min_lr_ratio=cfg.min_lr_ratio)
+    return optimizer, scheduler
+
+
+def _check_update(update: dict, step: int, output_dir) -> None:
+    """Stop on a non-finite loss or gradient norm of the update of `step` (the last good checkpoint is kept)."""
+    for loss, norm in zip(update["loss"], update["grad_norm"]):
+        check_finite(loss, what="loss", step=step, output_dir=output_dir)
+        check_finite(norm, what="gradient norm", step=step, output_dir=output_dir)
+
+
 def train_grpo(
     config: GRPOConfig | dict | None = None,
     model: torch.nn.Module | None = None,
@@ -224,7 +264,7 @@ def train_grpo(
     log_probs_fn: Callable = get_response_log_probs,
     tokenize_fn: Callable = tokenize_prompt_and_output,
     reward_fn: Callable = r1_zero_reward_fn,
-    update_fn: Callable = grpo_train_step,
+    update_fn: Callable = packed_grpo_train_step,
     engine=None,
     resume: bool = False,
     progress: bool = True,
@@ -235,55 +275,59 @@ def train_grpo(
 
     Args: as `train_sft`, plus the injectable `advantage_fn`, `train_step_fn`, `log_probs_fn`,
     `tokenize_fn` (the graded functions of notebooks 06, 07, 03 and 01), `update_fn` (the
-    rollout batch's update, notebook 09) and an optional ready `engine` (default:
-    `make_engine(config.engine, ...)`).
+    rollout batch's update, called as `grpo_train_step` of notebook 09 is, by keyword; default:
+    the same update packed, `grpo_update.packed_grpo_train_step`) and an optional ready `engine`
+    (default: `make_engine(config.engine, ...)`).
     """
     cfg = resolve_config("grpo", config, overrides)
     check_batch_sizes(cfg)
     set_seed(cfg.seed)
-    if model is None:
-        model, tokenizer = load_model_and_tokenizer(cfg)
-    elif tokenizer is None:
-        raise ValueError("pass the tokenizer together with the model")
+    model, tokenizer = _policy(cfg, model, tokenizer)
     questions = grpo_questions(cfg, train_data)
     if eval_data is None:
         eval_data = eval_examples_for(cfg) if cfg.eval_examples != 0 else []
     n_prompts = cfg.rollout_batch_size // cfg.group_size
-    opt_steps = cfg.n_grpo_steps * (cfg.rollout_batch_size // cfg.train_batch_size) * cfg.epochs_per_rollout_batch
     ref_model = frozen_copy(model) if cfg.kl_coef > 0 else None
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
-    optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay, cfg.betas)
-    scheduler = make_scheduler(optimizer, cfg.warmup_steps, opt_steps, min_lr_ratio=1.0)
-    start_step = restore_checkpoint(cfg, resume, model, optimizer, scheduler)
+    optimizer, scheduler = _optimizer_and_scheduler(model, cfg)
+    start_step = restore_checkpoint(cfg, resume=resume, model=model, optimizer=optimizer, scheduler=scheduler)
     if engine is None:
-        engine = make_engine(cfg.engine, model, tokenizer, **(cfg.engine_kwargs or {}))
+        engine = make_engine(name=cfg.engine, model=model, tokenizer=tokenizer, **(cfg.engine_kwargs or {}))
     engine.load_weights(model)
-    run = RunLog("grpo", cfg, cfg.n_grpo_steps, start_step, resume, cfg.output_dir, eval_data, progress, on_step)
-    policy = TemperatureScaled(model, cfg.sampling_temperature if cfg.sampling_temperature > 0 else 1.0)
-
-    def evaluate() -> dict:
-        model.eval()
-        return run_eval(model, tokenizer, cfg, eval_data, engine=engine)
+    run = RunLog(kind="grpo", cfg=cfg, total_steps=cfg.n_grpo_steps, start_step=start_step, resume=resume,
+                 output_dir=cfg.output_dir, progress=progress, on_step=on_step)
+    policy = TemperatureScaled(model, cfg.sampling_temperature)  # scores the distribution the rollouts came from
 
     for step in range(start_step, cfg.n_grpo_steps):
         t0 = time.perf_counter()
-        # a fixed, seeded question order: the run is a function of the step number
-        batch_q = [questions[i] for i in data_indices(len(questions), cfg.seed, step * n_prompts, n_prompts)]
-        batch = collect_rollouts(engine, model, tokenizer, batch_q, cfg, step, advantage_fn=advantage_fn,
-                                 reward_fn=reward_fn, tokenize_fn=tokenize_fn, log_probs_fn=log_probs_fn,
-                                 ref_model=ref_model)
+        done, last = step + 1, step + 1 == cfg.n_grpo_steps  # 1-based, as metrics and checkpoints count
+        # 1) rollouts: group_size samples for each of the next questions (a fixed, seeded order: the run is a
+        # function of the step number); 2) their rewards and group advantages; 3) their old (grpo_clip) and
+        # reference (kl_coef > 0) log-probs, before any update. Stages 1-3 are `collect_rollouts`.
+        order = data_indices(len(questions), seed=cfg.seed, start=step * n_prompts, count=n_prompts)
+        batch_q = [questions[i] for i in order]
+        batch = collect_rollouts(engine=engine, model=model, tokenizer=tokenizer, questions=batch_q, cfg=cfg,
+                                 step=step, advantage_fn=advantage_fn, reward_fn=reward_fn, tokenize_fn=tokenize_fn,
+                                 log_probs_fn=log_probs_fn, ref_model=ref_model)
+        # 4) the update of the rollout batch: epochs x optimizer steps x micro-batches
         model.train()
-        update = update_fn(policy, optimizer, batch.tensors, cfg.loss_type, cfg.train_batch_size,
-                           cfg.gradient_accumulation_steps, cfg.epochs_per_rollout_batch, cfg.cliprange,
-                           cfg.max_grad_norm, cfg.kl_coef, scheduler, log_probs_fn, train_step_fn)
-        for loss, norm in zip(update["loss"], update["grad_norm"]):
-            check_finite(loss, "loss", step + 1, cfg.output_dir)
-            check_finite(norm, "gradient norm", step + 1, cfg.output_dir)
+        update = update_fn(policy=policy, optimizer=optimizer, rollout_batch=batch.tensors, loss_type=cfg.loss_type,
+                           train_batch_size=cfg.train_batch_size,
+                           gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+                           epochs_per_rollout_batch=cfg.epochs_per_rollout_batch, cliprange=cfg.cliprange,
+                           max_grad_norm=cfg.max_grad_norm, kl_coef=cfg.kl_coef, scheduler=scheduler,
+                           log_probs_fn=log_probs_fn, train_step_fn=train_step_fn)
+        _check_update(update, done, cfg.output_dir)  # before the next checkpoint is saved
+        # 5) weight sync: vLLM holds its own copy of the weights (the HF and fast engines use the policy's)
         engine.load_weights(model)
-        record = _step_record(step + 1, batch, update, scheduler.get_last_lr()[0], t0)
-        run.end_step(step + 1, record, evaluate,
-                     checkpoint_saver(cfg.output_dir, step + 1, model, tokenizer, optimizer, scheduler, cfg, "grpo",
-                                      (step + 1) * n_prompts),
-                     reward=f"{record['train_reward']:.3f}", len=f"{record['response_length']:.0f}")
+        record = _step_record(step=done, batch=batch, update=update, lr=scheduler.get_last_lr()[0], t0=t0)
+        if eval_data and (cfg.eval_every and done % cfg.eval_every == 0 or last):
+            model.eval()
+            run.log_eval(step=done, result=run_eval(model=model, tokenizer=tokenizer, cfg=cfg, examples=eval_data,
+                                                    engine=engine))
+        run.log_step(record, reward=f"{record['train_reward']:.3f}", len=f"{record['response_length']:.0f}")
+        if cfg.output_dir and (cfg.checkpoint_every and done % cfg.checkpoint_every == 0 or last):
+            run.save_checkpoint(step=done, model=model, tokenizer=tokenizer, optimizer=optimizer, scheduler=scheduler,
+                                data_position=done * n_prompts)
     return run.finish(model, tokenizer)

@@ -132,22 +132,32 @@ def check_tokenizer_matches(model, tokenizer) -> None:
             raise ValueError(f"tokenizer {name}={tid} is outside the model's vocabulary of {n_embed}")
 
 
+def scoring_temperature(sampling_temperature: float) -> float:
+    """The temperature to score samples drawn at `sampling_temperature` with: the same one, except
+    that temperature 0 (greedy decoding, no softmax to match) means no scaling, i.e. 1.
+
+    The one place of that rule: `TemperatureScaled` applies it, so callers pass the sampling
+    temperature as it is."""
+    return sampling_temperature if sampling_temperature > 0 else 1.0
+
+
 class TemperatureScaled(torch.nn.Module):
-    """`model` whose `.logits` are divided by `temperature`: log-probs of the sampling distribution.
+    """`model` whose `.logits` are divided by the sampling temperature: log-probs of the sampling distribution.
 
     Rollouts sampled at temperature T come from softmax(logits / T). The policy-gradient
     estimator needs log pi(o_t) of *that* distribution: with raw logits, the old, new and
     reference log-probs would belong to the T = 1 policy, the importance ratio pi / pi_old would
     not be 1 on-policy, and the gradient would be for a distribution nobody sampled from.
+    Temperature 0 (greedy) means no scaling (`scoring_temperature`); at 1 the logits are left as they are.
     """
 
     def __init__(self, model: torch.nn.Module, temperature: float):
         super().__init__()
         self.model = model
-        self.temperature = temperature
+        self.temperature = scoring_temperature(temperature)
 
     def forward(self, input_ids, **kw):
         out = self.model(input_ids, **kw)
-        if self.temperature not in (0, 1.0):
+        if self.temperature != 1.0:
             out.logits = out.logits / self.temperature
         return out

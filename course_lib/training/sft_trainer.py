@@ -36,16 +36,16 @@ from ..rewards import r1_zero_reward_fn
 from ..sft import sft_microbatch_train_step, sft_train_step
 from ..tokenization import tokenize_prompt_and_output
 from .checkpoint import restore_checkpoint
-from .common import (RunLog, TrainResult, all_reduce_mean, check_finite, checkpoint_saver, data_indices,
-                     distributed_context, eval_examples_for, load_records, make_optimizer, make_scheduler,
-                     resolve_config, run_eval)
+from .common import (RunLog, TrainResult, all_reduce_mean, check_finite, data_indices, distributed_context,
+                     eval_examples_for, load_records, make_optimizer, make_scheduler, resolve_config, run_eval)
 from .config import SFTConfig
 from .models import load_model_and_tokenizer, set_seed
 
 
 def sft_examples(cfg: SFTConfig, problems: list[dict] | None = None) -> list[dict]:
     """The r1_zero training examples: the first `n_examples`, optionally only those graded correct."""
-    examples = load_records(cfg, cfg.train_split, problems, ("prompt", "output"), cfg.n_examples)
+    examples = load_records(cfg, split=cfg.train_split, records=problems, need=("prompt", "output"),
+                            first=cfg.n_examples)
     if cfg.filter_correct:
         examples = [ex for ex in examples if r1_zero_reward_fn(ex["output"], ex["ground_truth"])["reward"] == 1.0]
     if not examples:
@@ -72,6 +72,13 @@ def _policy(cfg: SFTConfig, model, tokenizer, world: int):
 
     device = next(model.parameters()).device
     return model, tokenizer, DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+
+def _optimizer_and_scheduler(model, cfg: SFTConfig, steps: int):
+    """AdamW, and its schedule over the run's `steps`: linear warmup, then cosine to lr * min_lr_ratio."""
+    optimizer = make_optimizer(model, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas)
+    return optimizer, make_scheduler(optimizer, warmup_steps=cfg.warmup_steps, total_steps=steps,
+                                     min_lr_ratio=cfg.min_lr_ratio)
 
 
 def _step_record(step: int, out: dict, lr: float, cfg: SFTConfig, world: int, t0: float) -> dict:
@@ -111,7 +118,7 @@ def train_sft(
         eval_data: held-out records for evaluation (default: the first `eval_examples` of the
             config's eval split); pass [] to skip evaluation.
         tokenize_fn, log_probs_fn, train_step_fn: the graded functions, injectable.
-        step_fn: one optimizer step, called as `sft_train_step` is (graded in notebook 05).
+        step_fn: one optimizer step, called as `sft_train_step` is, by keyword (graded in notebook 05).
         resume: continue from the latest checkpoint in `output_dir`.
         on_step: called with each step's metrics (e.g. a notebook's live plot).
     """
@@ -120,7 +127,7 @@ def train_sft(
     rank, world = distributed_context(cfg)
     _check_batch(cfg, world)
     set_seed(cfg.seed)
-    model, tokenizer, forward_model = _policy(cfg, model, tokenizer, world)
+    model, tokenizer, forward_model = _policy(cfg, model=model, tokenizer=tokenizer, world=world)
     main_process = rank == 0
     examples = sft_examples(cfg, train_data)
     if eval_data is None:
@@ -130,33 +137,34 @@ def train_sft(
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     model.train()
-    optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay, cfg.betas)
-    scheduler = make_scheduler(optimizer, cfg.warmup_steps, steps, cfg.min_lr_ratio)
-    start_step = restore_checkpoint(cfg, resume, model, optimizer, scheduler)
-    run = RunLog("sft", cfg, steps, start_step, resume, output_dir, eval_data if main_process else [],
-                 progress and main_process, on_step)
-
-    def evaluate() -> dict:
-        model.eval()
-        res = run_eval(model, tokenizer, cfg, eval_data)
-        model.train()
-        return res
+    optimizer, scheduler = _optimizer_and_scheduler(model, cfg, steps)
+    start_step = restore_checkpoint(cfg, resume=resume, model=model, optimizer=optimizer, scheduler=scheduler)
+    run = RunLog(kind="sft", cfg=cfg, total_steps=steps, start_step=start_step, resume=resume, output_dir=output_dir,
+                 progress=progress and main_process, on_step=on_step)
 
     for step in range(start_step, steps):
         t0 = time.perf_counter()
-        idx = data_indices(len(examples), cfg.seed, step * cfg.batch_size, cfg.batch_size)[rank::world]
+        done, last = step + 1, step + 1 == steps  # 1-based, as metrics and checkpoints count
+        # this process's share (every world-th) of the next batch_size examples of a seeded order
+        idx = data_indices(len(examples), seed=cfg.seed, start=step * cfg.batch_size, count=cfg.batch_size)
         lr = scheduler.get_last_lr()[0]
-        out = step_fn(forward_model, tokenizer, optimizer, [examples[i] for i in idx],
-                      cfg.gradient_accumulation_steps, cfg.max_grad_norm, scheduler,
-                      tokenize_fn, log_probs_fn, train_step_fn)
+        out = step_fn(model=forward_model, tokenizer=tokenizer, optimizer=optimizer,
+                      batch_examples=[examples[i] for i in idx[rank::world]],
+                      gradient_accumulation_steps=cfg.gradient_accumulation_steps, max_grad_norm=cfg.max_grad_norm,
+                      scheduler=scheduler, tokenize_fn=tokenize_fn, log_probs_fn=log_probs_fn,
+                      train_step_fn=train_step_fn)
         # the last good checkpoint is on disk: a non-finite step raises before the next one is saved
-        check_finite(out["loss"], "loss", step + 1, cfg.output_dir)
-        check_finite(out["grad_norm"], "gradient norm", step + 1, cfg.output_dir)
-        record = _step_record(step + 1, out, lr, cfg, world, t0)
-        run.end_step(step + 1, record, evaluate,
-                     checkpoint_saver(output_dir, step + 1, model, tokenizer, optimizer, scheduler, cfg, "sft",
-                                      (step + 1) * cfg.batch_size),
-                     loss=f"{record['loss']:.3f}", nll=f"{record['nll_per_token']:.3f}")
+        check_finite(out["loss"], what="loss", step=done, output_dir=cfg.output_dir)
+        check_finite(out["grad_norm"], what="gradient norm", step=done, output_dir=cfg.output_dir)
+        record = _step_record(step=done, out=out, lr=lr, cfg=cfg, world=world, t0=t0)
+        if main_process and eval_data and (cfg.eval_every and done % cfg.eval_every == 0 or last):
+            model.eval()
+            run.log_eval(step=done, result=run_eval(model=model, tokenizer=tokenizer, cfg=cfg, examples=eval_data))
+            model.train()
+        run.log_step(record, loss=f"{record['loss']:.3f}", nll=f"{record['nll_per_token']:.3f}")
+        if output_dir and (cfg.checkpoint_every and done % cfg.checkpoint_every == 0 or last):
+            run.save_checkpoint(step=done, model=model, tokenizer=tokenizer, optimizer=optimizer, scheduler=scheduler,
+                                data_position=done * cfg.batch_size)
     result = run.finish(model, tokenizer)
     if world > 1:
         import torch.distributed as dist

@@ -1,21 +1,24 @@
-"""Exact speed-ups of the GRPO update: rows of weight exactly 0 are skipped, the rest packed by length.
+"""The GRPO trainer's packed update (`course_lib.training.grpo_update`) against the graded plain loop.
 
-The claim is that the parameters after `grpo_train_step` do not depend on the skipping. The
-models here are float64, so the only difference is the order of float additions (rows summed
-in other micro-batches): parameters agree to ~1e-15, and the tolerance 1e-12 is still far below
-what any real difference moves them (a learning rate of 1e-2 moves them by ~1e-2 per step).
+`packed_grpo_train_step` leaves out the rows of weight exactly 0 and packs the rest by length;
+`course_lib.grpo.grpo_train_step` (notebook 09) scores every row in consecutive micro-batches.
+The claim is that the parameters after the update do not depend on which one ran. The models
+here are float64, so the only difference is the order of float additions (rows summed in other
+micro-batches): parameters agree to ~1e-15, and the tolerance 1e-12 is still far below what any
+real difference moves them (a learning rate of 1e-2 moves them by ~1e-2 per step).
 """
 
 from __future__ import annotations
 
 import copy
-import functools
+import inspect
 
 import pytest
 import torch
 
-from course_lib.grpo import grpo_train_step, micro_batch_rows
+from course_lib.grpo import grpo_train_step
 from course_lib.logprobs import get_response_log_probs
+from course_lib.training.grpo_update import micro_batch_rows, packed_grpo_train_step
 
 ATOL = 1e-12
 
@@ -68,20 +71,34 @@ class CountingLogProbs:
         return get_response_log_probs(model, input_ids, labels, return_token_entropy)
 
 
-def run(batch, loss_type, skip, seed=0, n_rows=None, **kw):
+def run(batch, loss_type, update_fn, seed=0, n_rows=None, **kw):
+    """`update_fn` on a fresh float64 model with AdamW: (parameters after, its result, rows scored)."""
     model = tiny_model(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1)
     if n_rows is not None:
         batch = {k: v[:n_rows] for k, v in batch.items()}
     counter = CountingLogProbs()
-    out = grpo_train_step(model, opt, batch, loss_type, log_probs_fn=counter, skip_zero_weight=skip, **kw)
+    out = update_fn(policy=model, optimizer=opt, rollout_batch=batch, loss_type=loss_type, log_probs_fn=counter, **kw)
     params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     return params, out, counter.rows
 
 
+def test_the_packed_update_takes_the_graded_steps_arguments():
+    """A drop-in `update_fn`: the same parameters, names, defaults and order; the graded step has no speed-up knob."""
+    plain, packed = inspect.signature(grpo_train_step), inspect.signature(packed_grpo_train_step)
+    assert list(plain.parameters) == ["policy", "optimizer", "rollout_batch", "loss_type", "train_batch_size",
+                                      "gradient_accumulation_steps", "epochs_per_rollout_batch", "cliprange",
+                                      "max_grad_norm", "kl_coef", "scheduler", "log_probs_fn", "train_step_fn"]
+    assert [(p.name, p.default) for p in plain.parameters.values()] == \
+        [(p.name, p.default) for p in packed.parameters.values()]
+    from course_lib.training.grpo_trainer import train_grpo
+
+    assert inspect.signature(train_grpo).parameters["update_fn"].default is packed_grpo_train_step
+
+
 @pytest.mark.parametrize("loss_type", ["reinforce_with_baseline", "no_baseline", "grpo_clip"])
-def test_skipping_zero_weight_rows_leaves_the_same_parameters(loss_type):
-    # three optimizer steps of 8 rows: [g0 g1] half skipped, [g2 g3] all skipped, [g4 g5] half skipped
+def test_the_packed_update_leaves_the_plain_updates_parameters(loss_type):
+    # three optimizer steps of 8 rows: [g0 g1] half left out, [g2 g3] all left out, [g4 g5] half left out
     batch = rollout_batch(1, n_groups=6, group_size=4, constant_groups=(1, 2, 3, 5))
     kw = dict(train_batch_size=8, gradient_accumulation_steps=2, max_grad_norm=0.5)
     if loss_type == "grpo_clip":
@@ -89,8 +106,8 @@ def test_skipping_zero_weight_rows_leaves_the_same_parameters(loss_type):
             old = tiny_model(7)
             batch["old_log_probs"] = get_response_log_probs(old, batch["input_ids"], batch["labels"])["log_probs"]
         kw.update(cliprange=0.2, epochs_per_rollout_batch=2)
-    plain, out_plain, rows_plain = run(batch, loss_type, skip=False, **kw)
-    fast, out_fast, rows_fast = run(batch, loss_type, skip=True, **kw)
+    plain, out_plain, rows_plain = run(batch, loss_type, grpo_train_step, **kw)
+    fast, out_fast, rows_fast = run(batch, loss_type, packed_grpo_train_step, **kw)
     epochs = kw.get("epochs_per_rollout_batch", 1)
     weight = batch["raw_rewards"] if loss_type == "no_baseline" else batch["advantages"]
     assert rows_plain == 24 * epochs and rows_fast == int((weight != 0).sum()) * epochs
@@ -105,34 +122,33 @@ def test_skipping_zero_weight_rows_leaves_the_same_parameters(loss_type):
 
 
 def test_an_all_skipped_step_still_moves_the_weights_with_adams_momentum():
-    """Without skipping, a step on a zero gradient still moves AdamW's weights (momentum and
-    weight decay); skipping the optimizer step instead of stepping on zeros would not."""
+    """On a zero gradient the plain loop still steps AdamW, which moves the weights (momentum and
+    weight decay); a packed update that skipped the optimizer step instead of stepping on zeros would not."""
     batch = rollout_batch(2, n_groups=4, group_size=4, constant_groups=(2, 3))
     kw = dict(train_batch_size=8, gradient_accumulation_steps=2)
-    after_first, _, _ = run(batch, "reinforce_with_baseline", skip=True, n_rows=8, **kw)
-    after_both, out, rows = run(batch, "reinforce_with_baseline", skip=True, **kw)
-    plain, _, _ = run(batch, "reinforce_with_baseline", skip=False, **kw)
+    after_first, _, _ = run(batch, "reinforce_with_baseline", packed_grpo_train_step, n_rows=8, **kw)
+    after_both, out, rows = run(batch, "reinforce_with_baseline", packed_grpo_train_step, **kw)
+    plain, _, _ = run(batch, "reinforce_with_baseline", grpo_train_step, **kw)
     assert rows == 8 and len(out["loss"]) == 2
+    assert out["loss"][1] == 0.0 and out["grad_norm"][1] == 0.0
     assert (after_both - after_first).abs().max() > 1e-4, "the zero-gradient step did not step the optimizer"
     torch.testing.assert_close(after_both, plain, atol=ATOL, rtol=0)
 
 
-def test_kl_term_turns_skipping_off():
+def test_with_a_kl_term_the_packed_update_is_the_plain_loop():
     batch = rollout_batch(3, n_groups=2, group_size=4, constant_groups=(1,))
     with torch.no_grad():
         batch["ref_log_probs"] = get_response_log_probs(tiny_model(9), batch["input_ids"], batch["labels"])["log_probs"]
-    plain, _, rows_plain = run(batch, "reinforce_with_baseline", skip=False, train_batch_size=8,
-                               gradient_accumulation_steps=2, kl_coef=0.5)
-    fast, _, rows_fast = run(batch, "reinforce_with_baseline", skip=True, train_batch_size=8,
-                             gradient_accumulation_steps=2, kl_coef=0.5)
+    kw = dict(train_batch_size=8, gradient_accumulation_steps=2, kl_coef=0.5)
+    plain, out_plain, rows_plain = run(batch, "reinforce_with_baseline", grpo_train_step, **kw)
+    fast, out_fast, rows_fast = run(batch, "reinforce_with_baseline", packed_grpo_train_step, **kw)
     assert rows_fast == rows_plain == 8, "with a KL term every row has a gradient"
-    assert torch.equal(fast, plain)
+    assert torch.equal(fast, plain) and out_fast == out_plain
+    assert len(out_plain["kl"]) == 2 and all(kl > 0 for kl in out_plain["kl"])
 
 
 def test_micro_batch_rows_drops_zero_weights_and_sorts_by_length():
     batch = rollout_batch(4, n_groups=8, group_size=4, constant_groups=(0, 3))
-    plain = micro_batch_rows(batch, 16, 16, 8)
-    assert [r.tolist() for r in plain] == [list(range(16, 24)), list(range(24, 32))]
     packed = micro_batch_rows(batch, 0, 16, 5, "advantages")
     rows = torch.cat(packed)
     assert sorted(rows.tolist()) == [i for i in range(16) if batch["advantages"][i] != 0]
@@ -146,18 +162,18 @@ def test_micro_batch_rows_drops_zero_weights_and_sorts_by_length():
 
 
 @pytest.mark.slow
-def test_trainer_with_and_without_skipping_ends_at_the_same_weights(tok):
-    """Two GRPO steps of the course trainer on the tiny SFT model (grpo_clip, float32): the old
-    log-probs of zero-advantage rows are not even computed, and the weights agree to float32
-    rounding. AdamW moves a weight by about lr * m / (sqrt(v) + eps): a relative gradient error
-    of 1e-7 moves it by lr * 1e-7, except where the gradient itself is at rounding level (then
-    its direction is rounding, up to lr); measured: one weight of 105,216 off by 1.7e-6 = 1.7e-3 lr,
-    all others below 1e-6. Tolerance 1e-2 * lr."""
+def test_trainer_with_the_packed_and_the_plain_update_ends_at_the_same_weights(tok):
+    """Two GRPO steps of the course trainer on the tiny SFT model (grpo_clip, float32): with the
+    packed update the old log-probs of zero-advantage rows are not even computed, and the weights
+    agree with the plain update's to float32 rounding. AdamW moves a weight by about
+    lr * m / (sqrt(v) + eps): a relative gradient error of 1e-7 moves it by lr * 1e-7, except where
+    the gradient itself is at rounding level (then its direction is rounding, up to lr); measured:
+    one weight of 105,216 off by 1.7e-6 = 1.7e-3 lr, all others below 1e-6. Tolerance 1e-2 * lr."""
     from course_lib.training.grpo_trainer import train_grpo
     from course_lib.world.tiny_models import load_tiny
 
     results = []
-    for update_fn in (grpo_train_step, functools.partial(grpo_train_step, skip_zero_weight=False)):
+    for update_fn in (packed_grpo_train_step, grpo_train_step):
         model, tokenizer = load_tiny("qwen2-sft")
         res = train_grpo(dict(n_grpo_steps=2, rollout_batch_size=32, group_size=8, train_batch_size=32,
                               gradient_accumulation_steps=2, sampling_max_tokens=60, loss_type="grpo_clip",
@@ -165,6 +181,6 @@ def test_trainer_with_and_without_skipping_ends_at_the_same_weights(tok):
                          model=model, tokenizer=tokenizer, eval_data=[], progress=False, update_fn=update_fn)
         results.append((copy.deepcopy(res.model.state_dict()), res.metrics))
     (a, ma), (b, mb) = results
-    assert any(m["zero_std_group_fraction"] > 0 for m in ma), "no group was skipped: the test tests nothing"
+    assert any(m["zero_std_group_fraction"] > 0 for m in ma), "no group was left out: the test tests nothing"
     for key in a:
         torch.testing.assert_close(a[key], b[key], atol=1e-5, rtol=0)

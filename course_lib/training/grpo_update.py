@@ -1,0 +1,105 @@
+"""The GRPO trainer's update of one rollout batch: the graded `grpo_train_step`, packed.
+
+`course_lib.grpo.grpo_train_step` (notebook 09) is the plain loop: every train batch of
+`train_batch_size` consecutive rows is cut into k = gradient_accumulation_steps consecutive
+micro-batches of train_batch_size / k rows, and every row is scored. `packed_grpo_train_step`,
+the trainer's default `update_fn`, takes the same arguments and gives the same update, with
+less work:
+
+- **Rows of weight exactly 0 are left out.** The weight of a row's log-prob in the loss is its
+  raw reward ("no_baseline") or its advantage (the other two). A row of weight exactly 0 has a
+  per-token loss of exactly 0 (-0 * log pi for the REINFORCE losses, -min(ratio * 0,
+  clip(ratio) * 0) for grpo_clip) and so a gradient of exactly 0, for every loss type, when there
+  is no KL term. A group whose rewards are all equal gets advantage 0 (about half of the demo's
+  groups): its rows are never scored, and the trainer does not score their old log-probs either.
+- **The rest are packed by length.** The kept rows of a train batch are sorted by length
+  (prompt + response) and cut into ceil(kept / micro) micro-batches of near-equal size, so that
+  each is padded only to about its own longest row (`slice_micro_batch` cuts the columns after
+  it). A micro-batch of m rows is passed train_batch_size / m as its accumulation, so that each
+  row still weighs 1 / train_batch_size in its step: the sum over micro-batches is the plain
+  loop's, added in another order (float rounding apart, the same gradient).
+- **With a KL term it is the plain loop**: every row then has a gradient (the KL's).
+- **A step with nothing left still steps the optimizer**, on zero gradients, as the plain loop
+  does: AdamW moves the weights on its momentum and weight decay even then.
+
+`tests/test_grpo_update.py` holds it equal to `grpo_train_step`, parameter for parameter in
+float64, for every loss type, with rows of weight 0, a KL term and an all-skipped step.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..grpo import _check_rollout_batch, grpo_microbatch_train_step, grpo_train_step, slice_micro_batch
+from ..logprobs import get_response_log_probs
+from ..masking import masked_mean
+
+
+def micro_batch_rows(rollout_batch: dict[str, torch.Tensor], first: int, train_batch_size: int, micro: int,
+                     weight_key: str) -> list[torch.Tensor]:
+    """Row indices of the packed micro-batches of the train batch of rows first .. first+train_batch_size-1.
+
+    The rows whose `weight_key` entry ("advantages" or "raw_rewards") is exactly 0 are left out;
+    the rest are sorted by length (one past the last response token) and cut into
+    ceil(kept / micro) micro-batches of near-equal size. May return no micro-batch at all.
+    """
+    rows = torch.arange(first, first + train_batch_size, device=rollout_batch["advantages"].device)
+    rows = rows[rollout_batch[weight_key][rows] != 0]
+    if len(rows) == 0:
+        return []
+    mask = rollout_batch["response_mask"][rows]
+    length = mask.shape[1] - mask.flip(-1).long().argmax(-1)  # one past the last response token
+    rows = rows[length.argsort(stable=True)]
+    return list(rows.tensor_split(-(-len(rows) // micro)))
+
+
+def packed_grpo_train_step(
+    policy: torch.nn.Module, optimizer: torch.optim.Optimizer, rollout_batch: dict[str, torch.Tensor],
+    loss_type: str, train_batch_size: int, gradient_accumulation_steps: int, epochs_per_rollout_batch: int = 1,
+    cliprange: float | None = None, max_grad_norm: float = 1.0, kl_coef: float = 0.0, scheduler=None,
+    log_probs_fn=get_response_log_probs, train_step_fn=grpo_microbatch_train_step,
+) -> dict[str, list[float]]:
+    """`grpo_train_step` with the rows of weight 0 left out and the rest packed by length (see above).
+
+    Arguments and result as `course_lib.grpo.grpo_train_step`, except that "token_entropy" and
+    "clip_fraction" have one entry per micro-batch *scored* (none for a step whose rows all
+    have weight 0).
+    """
+    if kl_coef > 0:  # every row has the KL's gradient: nothing to leave out
+        return grpo_train_step(
+            policy=policy, optimizer=optimizer, rollout_batch=rollout_batch, loss_type=loss_type,
+            train_batch_size=train_batch_size, gradient_accumulation_steps=gradient_accumulation_steps,
+            epochs_per_rollout_batch=epochs_per_rollout_batch, cliprange=cliprange, max_grad_norm=max_grad_norm,
+            kl_coef=kl_coef, scheduler=scheduler, log_probs_fn=log_probs_fn, train_step_fn=train_step_fn)
+    n, k = rollout_batch["advantages"].shape[0], gradient_accumulation_steps
+    _check_rollout_batch(n, train_batch_size, k, kl_coef, rollout_batch)
+    micro = train_batch_size // k
+    weight_key = "raw_rewards" if loss_type == "no_baseline" else "advantages"
+    out: dict[str, list[float]] = {"loss": [], "grad_norm": [], "token_entropy": [], "clip_fraction": [], "kl": []}
+    for _epoch in range(epochs_per_rollout_batch):
+        for step in range(n // train_batch_size):
+            step_loss = 0.0
+            batches = micro_batch_rows(rollout_batch, step * train_batch_size, train_batch_size, micro, weight_key)
+            for rows in batches:
+                mb = slice_micro_batch(rollout_batch, rows)
+                accumulation = train_batch_size / len(rows)  # each row weighs 1 / train_batch_size
+                scored = log_probs_fn(policy, mb["input_ids"], mb["labels"], return_token_entropy=True)
+                log_probs, mask = scored["log_probs"], mb["response_mask"]
+                if scored.get("token_entropy") is not None:
+                    out["token_entropy"].append(float(masked_mean(scored["token_entropy"], mask)))
+                loss, meta = train_step_fn(log_probs, mask, accumulation, loss_type, raw_rewards=mb["raw_rewards"],
+                                           advantages=mb["advantages"], old_log_probs=mb.get("old_log_probs"),
+                                           cliprange=cliprange)
+                step_loss += float(loss)
+                if "clip_fraction" in meta:
+                    out["clip_fraction"].append(float(meta["clip_fraction"]))
+            if not batches:  # every row left out: the gradient is exactly 0, and the optimizer still steps on it
+                for p in (p for p in policy.parameters() if p.requires_grad):
+                    p.grad = torch.zeros_like(p)
+            out["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)))
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            out["loss"].append(step_loss)
+    return out
