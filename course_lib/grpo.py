@@ -59,7 +59,10 @@ def compute_group_normalized_rewards(
     scores = [reward_fn(r, g) for r, g in zip(rollout_responses, repeated_ground_truths)]
     raw_rewards = torch.tensor([s["reward"] for s in scores], dtype=torch.float32)
     grouped = raw_rewards.view(-1, group_size)
-    centered = grouped - grouped.mean(dim=1, keepdim=True)
+    # a group of equal rewards is 0 exactly: the float mean of equal values need not equal them
+    # (three 0.9s in float32), and a residue of 1e-8 divided by a std of 1e-8 is not small
+    constant = grouped.max(dim=1, keepdim=True).values == grouped.min(dim=1, keepdim=True).values
+    centered = torch.where(constant, torch.zeros_like(grouped), grouped - grouped.mean(dim=1, keepdim=True))
     if normalize_by_std:
         std = grouped.std(dim=1, keepdim=True) if group_size > 1 else torch.zeros_like(grouped[:, :1])
         denom = std + advantage_eps
@@ -67,7 +70,7 @@ def compute_group_normalized_rewards(
         advantages = torch.where(denom > 0, centered / safe, torch.zeros_like(centered))
     else:
         advantages = centered
-    zero_std = (grouped.max(dim=1).values == grouped.min(dim=1).values).float()
+    zero_std = constant.float().view(-1)
     metadata = {
         "reward_mean": raw_rewards.mean().item(),
         "reward_std": raw_rewards.std().item() if n > 1 else 0.0,

@@ -57,6 +57,10 @@ from course_lib.selfcheck import cmp, expect  # cmp: exact / approximate / max d
 #   answer is better, and it contributes no gradient. Then $\operatorname{std} = 0$, and the
 #   formula is $0 / (0 + \varepsilon)$: with $\varepsilon = 0$ it is $0/0 = $ NaN, which would
 #   poison the whole batch. The contract: advantage exactly 0, never NaN, for any $\varepsilon \ge 0$.
+#   Decide "constant" by comparing the rewards (max = min), not by the std or by $r - \text{mean}$:
+#   in float32 the mean of three rewards of 0.9 is not 0.9, so every $r - \text{mean}$ is
+#   $6.0 \cdot 10^{-8}$ and the std $7.3 \cdot 10^{-8}$, and with $\varepsilon = 0$ their ratio is
+#   0.82 for every answer, not 0 (printed by the check under "Your turn").
 # - with 0/1 rewards and $k$ correct answers out of $G$ ($p = k/G$), the mean is $p$ and the
 #   unbiased std is $\sqrt{\tfrac{G}{G-1}p(1-p)}$. A correct answer gets $A = 1 - p$ without the
 #   std and $(1-p)/\operatorname{std}$ with it, so a *rare* success ($p$ small) or a *rare*
@@ -144,6 +148,14 @@ for eps in (1e-6, 0.0):
     expect(not bool(torch.isnan(adv_c).any()), f"NaN advantages for a group whose rewards are all equal (eps = {eps}): "
            "std is 0 there; such a group must get advantage exactly 0")
     expect(bool((adv_c == 0).all()), f"a group whose rewards are all equal must get advantage exactly 0 (eps = {eps})")
+
+# a constant group of rewards whose float32 mean is not the reward itself (three 0.9s), eps = 0
+point_nine = lambda r, g: {"format_reward": 1.0, "answer_reward": 1.0, "reward": 0.9}
+adv_09, _, _ = compute_group_normalized_rewards(point_nine, ["a", "b", "c"], ["1"] * 3, 3, 0.0, True)
+rewards_09 = torch.tensor([0.9] * 3)
+print(f"three 0.9s in float32: r - mean = {(rewards_09 - rewards_09.mean()).tolist()}, std = {rewards_09.std().item():.2e}")
+expect(bool((adv_09 == 0).all()), f"three rewards of 0.9 (eps = 0) gave advantages {adv_09.tolist()}: decide a constant "
+       "group by comparing its rewards (max == min), not by its std or r - mean, which float rounding leaves non-zero")
 
 # eps is added to the std, not to the variance
 adv_eps, _, _ = compute_group_normalized_rewards(exact_match, responses, truths, 4, advantage_eps=0.5, normalize_by_std=True)
