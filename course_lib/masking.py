@@ -13,7 +13,7 @@ def masked_normalize(
 ) -> torch.Tensor:
     """Sum of `tensor` where `mask` is 1, divided by a fixed constant.
 
-        masked_normalize(x, m, dim, c) = sum_dim(x * m) / c
+        masked_normalize(x, m, dim, c) = sum_dim(where(m, x, 0)) / c
 
     Args:
         tensor: any shape, e.g. (B, T) per-token losses.
@@ -37,7 +37,7 @@ def masked_normalize(
 def masked_mean(tensor: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
     """Mean of `tensor` over the entries where `mask` is 1.
 
-        masked_mean(x, m, dim) = sum_dim(x * m) / sum_dim(m)
+        masked_mean(x, m, dim) = sum_dim(where(m, x, 0)) / sum_dim(m)
 
     Args:
         tensor: any shape, e.g. (B, T) per-token losses.

@@ -67,7 +67,8 @@ from course_lib.selfcheck import cmp, expect  # cmp: exact / approximate / max d
 # $(1+2)/2 = 1.5$ and $(5+6)/2 = 5.5$; over everything (dim=None) $(3 + 11)/2 = 7$.
 #
 # The hidden cases try every `dim` of 3-d tensors (negative ones and None too), masks of dtype
-# bool, int (0/1) and float (0./1.), a mask that broadcasts (shape (2, 3, 1) against (2, 3, 4)),
+# bool, int (0/1) and float (0./1.), a mask that broadcasts (a mask of shape (2, 3, 1) with a
+# tensor of shape (2, 3, 4): the mask's one column stands for all four),
 # constants 42, 0.5 and the int 3, the default constant, empty masks, masked $-\infty$ and NaN,
 # a float64 tensor (the result stays float64: keep the tensor's dtype), and the gradient
 # through the masked sum.

@@ -476,7 +476,7 @@ for kind in (torch.long, torch.float32):
 inf_x = x[:2].clone()
 inf_x[~m[:2]] = -float("inf")
 expect(bool(torch.isfinite(masked_mean(inf_x, m[:2], dim=-1)).all()),
-       "a masked-out -inf made the mean NaN: select with torch.where(mask, tensor, 0), not tensor * mask")
+       "a masked-out -inf made the mean NaN: select with torch.where(mask.bool(), tensor, 0.0), not tensor * mask")
 leaf = x[:2].clone().requires_grad_()
 masked_mean(leaf, m[:2], dim=-1).sum().backward()
 expect(cmp("gradient = mask / count", leaf.grad, m[:2].float() / m[:2].sum(-1, keepdim=True)), "the gradient should be mask / count per row")

@@ -115,6 +115,28 @@ check_hidden("final_logits_softcap", final_logits_softcap)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# **Cap 0 in a config is not "off" for Hugging Face.** `final_logits_softcap` reads `0` as no cap
+# so that a path that starts from hidden states never divides by zero. Hugging Face's Gemma 2
+# forward reads the field differently: it caps whenever `final_logit_softcapping is not None`, so
+# a config value of `0.0` divides every raw logit by zero there. Run it:
+
+# %%
+from transformers import Gemma2Config, Gemma2ForCausalLM
+
+torch.manual_seed(0)
+zero_cap = Gemma2ForCausalLM(Gemma2Config(vocab_size=40, hidden_size=16, intermediate_size=32, num_attention_heads=2,
+                                          num_key_value_heads=1, num_hidden_layers=1, head_dim=8, pad_token_id=0,
+                                          final_logit_softcapping=0.0, attn_implementation="eager")).eval()
+with torch.no_grad():
+    zero_logits = zero_cap(torch.randint(0, 40, (1, 5))).logits
+print(f"final_logit_softcapping = 0.0 in Hugging Face's forward: {int((zero_logits == 0).sum())} of "
+      f"{zero_logits.numel()} logits are 0, {int(zero_logits.isnan().sum())} are NaN")
+
+# %% [markdown]
+# Every raw logit $z$ becomes $0 \cdot 	anh(z / 0) = 0 \cdot (\pm 1) = 0$ (NaN where $z$ is exactly
+# 0: here the tied embedding row of the pad token, id 0), so the model's distribution is uniform,
+# or NaN. Switch a cap off in a config with `None`, never `0.0`.
+#
 # **Figure 1** draws the cap against the identity. Left of $|z| \approx c/2$ the two are close;
 # beyond it the cap bends, and every logit above about $2c$ ends within 4% of $c$.
 
