@@ -1,17 +1,27 @@
-"""The course's grader side: nbgrader configuration, hidden-case suites and checker, grading command.
+"""The course's grader side, one module per job.
 
-- `autograder.suites.<name>`: one hidden-case suite per graded function (see `engine.py` for the
-  interface every suite follows).
-- `autograder.assignments`: which graded name belongs to which assignment, read from the lessons'
-  `[solution]` headers; `autograder.stubs`: a copy of `course_lib` whose graded names of the open
-  assignments raise NotImplementedError (what the judge, the grading kernel and a kit run with).
-- `python -m autograder.make_cases`: generates the hidden cases from the reference implementation
-  with a grader-side secret seed into `autograder/hidden/` (git-ignored, never published).
-- `autograder.checker.check_hidden(name, fn)`: what hidden-test cells call.
-- `python -m autograder.release`: regenerates the student notebooks (`notebooks/`) from
-  `solutions/` with `nbgrader generate_assignment`.
-- `python -m autograder.grade ASSIGNMENT`: grades a folder of submissions, sandboxed, in parallel;
-  `python -m autograder.feedback ASSIGNMENT`: their feedback HTML.
-- `python -m autograder.kit ASSIGNMENT --out DIR`: the student kit of an assignment;
-  `python -m autograder.practice NN`: a student's notebook NN on practice cases (`make check`).
+Cases and comparison:
+- `suites/<name>.py`: one hidden-case suite per graded function; `suite_api`: what a suite is and
+  how a function is called on one of its cases.
+- `cases`: the cases of a suite, their expected values (the float64 truth) and tolerances, the
+  case files and their freshness; `compare`: outputs in one plain shape, the comparison, its
+  verdicts; `report`: the words a student reads, and what of a report a kernel may receive.
+
+Running student code:
+- `checker.check_hidden(name, fn)`: what a hidden-test cell calls; `protocol`: the wire format
+  between a kernel and the judge server (both import it).
+- `judge`: the grader's judge: the hidden cases of the assignment being graded, answered a
+  bounded number of times (`JudgeServer`), and `python -m autograder.judge NAME`.
+- `trial`: one function on a list of cases, in a fresh `runner` process; `harness`: what student
+  code may see of all this (the kernel side and each suite's harness).
+- `sandbox`: the bubblewrap sandbox, built from what it needs; `limits`: time, memory and process
+  limits over a submission's processes together; `safe_files`: link-proof, bounded copies;
+  `stubs`: a `course_lib` whose graded names of the open assignments raise NotImplementedError.
+- `assignments`: which graded name belongs to which assignment and which suites a notebook
+  calls; `lesson_format`: the lesson grammar (one parser); `course_folder`: nbgrader folders.
+
+Commands (no module imports one of them): `python -m autograder.make_cases` (hidden cases with a
+secret seed into the git-ignored `autograder/hidden/`), `.release` (notebooks/ from solutions/),
+`.grade ASSIGNMENT` (a folder of submissions, sandboxed, in parallel), `.feedback ASSIGNMENT`
+(their feedback HTML), `.kit ASSIGNMENT --out DIR` (a student kit), `.practice NN` (`make check`).
 """

@@ -1,4 +1,4 @@
-"""Which graded name belongs to which assignment, read from the lessons.
+"""Which graded name belongs to which assignment, and which suites a notebook's graded cells call.
 
 Every `# %% [solution] MODULE:NAME ...` header of `lessons/NN_*.py` makes NAME graded in
 assignment NN: functions, classes (e.g. `course_lib.logprobs:_SelectedLogProb`) and constants
@@ -8,17 +8,24 @@ the judge and the tests all ask `registry()`.
 An assignment is *open* for a kit or a grading run of assignment NN when it is NN or later: its
 graded names are stubs there (the deadline of an earlier assignment has passed, so its reference
 is released).
+
+`hidden_gates(folder)` reads a folder of source notebooks: which graded cell calls which
+hidden-case suite (`check_hidden("NAME", ...)`), the calls the judge answers while grading.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from .lesson_format import LessonError, assignment_of_lesson, lesson_files, read_lesson
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LESSONS = REPO_ROOT / "lessons"
-SOLUTION_HEADER = re.compile(r"^# %%\s+\[solution\](.*)$")
+SOLUTIONS = REPO_ROOT / "solutions"
+HIDDEN_CALL = re.compile(r"check_hidden\(\s*[\"'](\w+)[\"']")
 
 
 @dataclass(frozen=True)
@@ -36,18 +43,15 @@ def registry(lessons: Path = LESSONS) -> list[Graded]:
     """Every graded name of every lesson, in lesson order."""
     out: list[Graded] = []
     seen: dict[str, str] = {}
-    for lesson in sorted(Path(lessons).glob("[0-9][0-9]_*.py")):
-        assignment = lesson.name[:2]
-        for line in lesson.read_text(encoding="utf-8").splitlines():
-            match = SOLUTION_HEADER.match(line)
-            if not match:
+    for lesson in lesson_files(lessons):
+        assignment = assignment_of_lesson(lesson)
+        for cell in read_lesson(lesson):
+            if cell.kind != "solution":
                 continue
-            for ref in match.group(1).split():
+            for ref in cell.refs:
                 module, _, name = ref.partition(":")
-                if not module or not name:
-                    raise ValueError(f"{lesson.name}: [solution] reference {ref!r} is not MODULE:NAME")
                 if name in seen and seen[name] != assignment:
-                    raise ValueError(f"{name} is graded in both assignment {seen[name]} and {assignment}")
+                    raise LessonError(f"{cell.where}: {name} is graded in both assignment {seen[name]} and {assignment}")
                 if name not in seen:
                     seen[name] = assignment
                     out.append(Graded(assignment, module, name))
@@ -56,7 +60,7 @@ def registry(lessons: Path = LESSONS) -> list[Graded]:
 
 def assignments(lessons: Path = LESSONS) -> list[str]:
     """The assignment ids that have a lesson, sorted."""
-    return sorted({p.name[:2] for p in Path(lessons).glob("[0-9][0-9]_*.py")})
+    return sorted({assignment_of_lesson(p) for p in lesson_files(lessons)})
 
 
 def assignment_of(name: str, lessons: Path = LESSONS) -> str | None:
@@ -70,3 +74,24 @@ def open_names(assignment: str | None, lessons: Path = LESSONS) -> list[Graded]:
     `assignment=None` (a suite whose function no lesson grades yet) makes every graded name open.
     """
     return [g for g in registry(lessons) if assignment is None or g.assignment >= assignment]
+
+
+def hidden_gates(source_dir: Path) -> dict[tuple[str, str], list[str]]:
+    """{(notebook name, grade id): [suite names]} for every graded cell of the source notebooks
+    in `source_dir` that calls check_hidden."""
+    import nbformat
+
+    gates = {}
+    for path in sorted(Path(source_dir).glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("grade") and cell.cell_type == "code":
+                names = HIDDEN_CALL.findall(cell.source)
+                if names:
+                    gates[(path.stem, meta["grade_id"])] = names
+    return gates
+
+
+def hidden_calls(source_dir: Path) -> Counter:
+    """{suite: how many times the graded cells call it}: the judge's budget for one submission."""
+    return Counter(name for names in hidden_gates(source_dir).values() for name in names)

@@ -1,11 +1,12 @@
 """`check_hidden(name, fn)`: what a hidden-test cell calls.
 
 The student's function is serialised by value (cloudpickle) and handed to a judge in another
-process (see `autograder.judge`): the judge runs it on the hidden cases in a fresh sandboxed
-process and compares; this process only ever receives the report (case names, pass/fail, size
-of each error). While grading, the judge is a server outside the submission's sandbox
-(AUTOGRADER_JUDGE_SOCKET) that also keeps the verdict; otherwise a fresh `python -m
-autograder.judge` process is started.
+process (`autograder.judge`): the judge runs it on the hidden cases in a fresh sandboxed process
+and compares; this process only ever receives the redacted report (per case: its name, pass or
+fail, and whether a failure is at rounding scale or far off). While grading, the judge is a
+server outside the submission's sandbox (AUTOGRADER_JUDGE_SOCKET) that also keeps the verdict
+and answers each graded check once; otherwise a fresh `python -m autograder.judge` process is
+started.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ def check_hidden(name: str, fn) -> None:
     """Run `fn` on the hidden cases of `name`; raise HiddenCheckFailed unless every case passes."""
     import cloudpickle
 
-    from .judge import format_report, recv_message, send_message
+    from .protocol import recv_message, send_message
+    from .report import format_report
 
     fn_bytes = cloudpickle.dumps(fn)
     path = os.environ.get("AUTOGRADER_JUDGE_SOCKET")
@@ -40,7 +42,7 @@ def check_hidden(name: str, fn) -> None:
         if proc.returncode != 0:
             raise RuntimeError(f"the hidden-case checker failed to run:\n{proc.stderr.decode(errors='replace')[-2000:]}")
         report = json.loads(proc.stdout)
-    text = format_report(report)
+    text = format_report(report, numbers=False)
     if not report["passed"]:
         raise HiddenCheckFailed(text)
     print(text)

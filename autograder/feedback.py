@@ -10,8 +10,12 @@ the scores being the grading command's (those that count: nbgrader's, gated by t
 Before nbgrader sees them, the executed notebooks are cleaned: the hidden-test lines of every
 graded cell are replaced by one comment, and every error keeps its name and message only (no
 traceback, so no source line of the checker or of a hidden test). What a student reads of the
-hidden cases is therefore the judge's report: the case names and the size of each error, never
-an expected value.
+hidden cases is therefore the judge's redacted report: per case its name, pass or fail, and
+whether a failure is at rounding scale or far off, never an expected value or an error figure.
+
+Only the notebooks the gradebook knows (the assignment's own) are rendered, each student in a
+run of nbgrader of its own: a notebook a submission added, or one nbgrader cannot render, costs
+that student a note, never the class its feedback.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from pathlib import Path
 
 import nbformat
 
-from .release import SOLUTIONS, nbgrader, prepare_course
+from .course_folder import SOLUTIONS, gradebook_cells, nbgrader, prepare_course
 
 HIDDEN_BLOCK = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*$", re.S | re.M)
 HIDDEN_NOTE = "# (the hidden cases ran here: their report, if any, is this cell's output)"
@@ -67,7 +71,8 @@ def record_scores(gradebook: Path, assignment: str, student: str, cells: dict[st
 
 
 def feedback(assignment: str, course: Path, source: Path | None = None) -> list[Path]:
-    """Write the feedback HTML of every graded student of `assignment`; returns the files written."""
+    """Write the feedback HTML of every graded student of `assignment`; returns the files written.
+    A student whose feedback cannot be made gets `feedback/<student>/<assignment>/FAILED.txt`."""
     course = Path(course).resolve()
     grades = course / "grades" / f"{assignment}.json"
     if not grades.is_file():
@@ -76,31 +81,43 @@ def feedback(assignment: str, course: Path, source: Path | None = None) -> list[
             if (course / "autograded" / r["student"] / assignment).is_dir() and r.get("cells")]
     written = []
     with tempfile.TemporaryDirectory(prefix="course-feedback-") as tmp:
-        base = Path(tmp)
+        base = Path(tmp) / "base"
+        base.mkdir()
         prepare_course(base, [assignment], solutions=Path(source or SOLUTIONS))
         shutil.rmtree(base / "source", ignore_errors=True)  # not needed: the gradebook has the cells
-        for row in rows:
-            student = row["student"]
-            target = base / "autograded" / student / assignment
-            target.mkdir(parents=True)
-            for path in sorted((course / "autograded" / student / assignment).glob("*.ipynb")):
-                try:
-                    nb = nbformat.read(path, as_version=4)
-                except Exception:  # noqa: BLE001 - a notebook the submission broke: no feedback for it
-                    continue
-                nbformat.write(clean_notebook(nb), target / path.name)
-            record_scores(base / "gradebook.db", assignment, student, row["cells"])
-        if rows:
-            nbgrader(["generate_feedback", assignment, "--force"], base)
-        for row in rows:
-            student = row["student"]
-            out = base / "feedback" / student / assignment
-            dest = course / "feedback" / student / assignment
+        known = {c["notebook"] for c in gradebook_cells(base, assignment)}
+        for i, row in enumerate(rows):
+            dest = course / "feedback" / row["student"] / assignment
             shutil.rmtree(dest, ignore_errors=True)
             dest.mkdir(parents=True)
-            for html in sorted(out.glob("*.html")):
-                shutil.copy(html, dest / html.name)
-                written.append(dest / html.name)
+            try:
+                written += student_feedback(base, Path(tmp) / f"s{i}", course, assignment, row, known, dest)
+            except Exception as e:  # noqa: BLE001 - one student's feedback never stops the others
+                (dest / "FAILED.txt").write_text(f"no feedback could be made: {type(e).__name__}\n", encoding="utf-8")
+    return written
+
+
+def student_feedback(base: Path, work: Path, course: Path, assignment: str, row: dict, known: set[str],
+                     dest: Path) -> list[Path]:
+    """One student's feedback, in a course folder of its own (a copy of `base`)."""
+    student = row["student"]
+    shutil.copytree(base, work)
+    target = work / "autograded" / student / assignment
+    target.mkdir(parents=True)
+    for path in sorted((course / "autograded" / student / assignment).glob("*.ipynb")):
+        if path.stem not in known or path.is_symlink():
+            continue
+        try:
+            nb = nbformat.read(path, as_version=4)
+        except Exception:  # noqa: BLE001 - a notebook the submission broke: no feedback for it
+            continue
+        nbformat.write(clean_notebook(nb), target / path.name)
+    record_scores(work / "gradebook.db", assignment, student, row["cells"])
+    nbgrader(["generate_feedback", assignment, "--student", student, "--force"], work)
+    written = []
+    for html in sorted((work / "feedback" / student / assignment).glob("*.html")):
+        shutil.copy(html, dest / html.name)
+        written.append(dest / html.name)
     return written
 
 

@@ -1,29 +1,35 @@
-"""Grade a folder of submissions: sandboxed, in parallel, with time, memory, output and process limits.
+"""Grade a folder of submissions: sandboxed, in parallel, with limits over each submission as a whole.
 
     python -m autograder.grade ASSIGNMENT [--course DIR] [--jobs N] [--timeout S] [--memory-gb G]
 
-Submissions are read from nbgrader's layout, DIR/submitted/<student>/<ASSIGNMENT>/*.ipynb.
-For each student, `nbgrader autograde` runs in a private temporary course folder (the
-assignment's gradebook entries and that one submission; no source notebooks) inside a
-bubblewrap sandbox: read-only file system, private /tmp, no network, the hidden cases, the
-course folder (other submissions, grades) and the other students' folders invisible, and the
-repository masked except for its Python environment, `autograder/`, `data/`, `configs/` and a
-stubbed `course_lib` in which every graded name of ASSIGNMENT and later raises
-NotImplementedError (`autograder.stubs`): the submission can neither import nor read a reference
-body of an open assignment. Limits: wall-clock time on the whole run (the process tree is
-killed), address space per process, size of every file written (the log included), number of
-processes. The hidden-test cells reach a judge server that runs *outside* the sandbox
-(`autograder.judge`): it alone holds the expected values, and its verdicts are what count: a
-graded cell earns its points only when nbgrader saw it pass *and* every suite it calls passed
-in the judge.
+Submissions are read from nbgrader's layout, DIR/submitted/<student>/<ASSIGNMENT>/*.ipynb. For each
+student, in a private temporary folder:
 
-Results: DIR/autograded/<student>/<ASSIGNMENT>/ (the executed notebooks), DIR/grades/<ASSIGNMENT>.csv
-and .json (one row per student: status, score, max score, per-cell scores, notes, seconds). A
-student's status is one of: ok; timeout; output flood (a file or the log reached the output
-limit); too many processes (the process limit was reached); out of memory (a MemoryError, or
-the kernel died at the memory limit); crashed (the kernel died or nbgrader could not grade the
-notebook); no notebook. One bad submission never stops the others. Without bubblewrap every row
-notes that it was graded unsandboxed.
+1. **Copy in.** The assignment's gradebook entries and that one submission are copied into a work
+   folder, never following a link: symbolic links, pipes and devices in the submission are left
+   out (and noted), and the copy is bounded in size (`autograder.safe_files`). A student folder
+   that is itself a link is not graded.
+2. **Run.** `nbgrader autograde` runs in a bubblewrap sandbox built from what it needs
+   (`autograder.sandbox`): the Python environment, `autograder/` without hidden cases, `data/`,
+   `configs/`, a stubbed `course_lib` in which every graded name of ASSIGNMENT and later raises
+   NotImplementedError (`autograder.stubs`), and the work folder; nothing else of the machine.
+   Limits (`autograder.limits.Slot`): wall-clock time on the whole run, memory and processes over
+   all its processes together (the judge's processes for it included), the size of every file.
+3. **Judge.** The hidden-test cells reach a judge server outside the sandbox
+   (`autograder.judge.JudgeServer`): only this assignment's suites, each answered as many times as
+   the graded cells call it, and its verdicts are what count: a graded cell earns its points only
+   when nbgrader saw it pass *and* every suite it calls passed in the judge.
+4. **Read back.** The log is written to a file of the grader's own, outside the sandbox. The
+   gradebook and executed notebooks are copied out of the work folder by the same link-proof,
+   bounded copy before anything reads them, and what lands in DIR/autograded/<student>/ is
+   bounded in total size.
+
+Results: DIR/autograded/<student>/<ASSIGNMENT>/ (the executed notebooks and the log),
+DIR/grades/<ASSIGNMENT>.csv and .json (one row per student: status, score, max score, per-cell
+scores, notes, seconds). A student's status is one of: ok; timeout; output flood (a file or the
+log reached the output limit); too many processes; out of memory; crashed (the kernel died or
+nbgrader could not grade the notebook); no notebook. One bad submission never stops the others.
+Without bubblewrap every row notes that it was graded unsandboxed.
 """
 
 from __future__ import annotations
@@ -32,7 +38,6 @@ import argparse
 import csv
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -43,55 +48,38 @@ from pathlib import Path
 import nbformat
 
 from .assignments import assignments as lesson_assignments
-from .engine import HIDDEN_DIR, suite_names
-from .judge import UNSANDBOXED, JudgeServer, ensure_cases
-from .release import CONFIG, SOLUTIONS, prepare_course, tool_env
-from .sandbox import OUTPUT_LIMIT, run_limited, sandbox_available, sandboxed, unsandboxed_env
+from .assignments import hidden_calls, hidden_gates
+from .cases import ensure_cases
+from .course_folder import CONFIG, SOLUTIONS, gradebook_cells, prepare_course, tool_env
+from .judge import JudgeServer
+from .limits import OUTPUT_LIMIT, Slot, run_limited
+from .report import UNSANDBOXED
+from .safe_files import copy_tree, read_file
+from .sandbox import sandbox_available, sandboxed, unsandboxed_env
 from .stubs import stub_tree
+from .suite_api import suite_names
 
-HIDDEN_CALL = re.compile(r"check_hidden\(\s*[\"'](\w+)[\"']")
-
-
-def hidden_gates(source_dir: Path) -> dict[tuple[str, str], list[str]]:
-    """{(notebook name, grade id): [suite names]} for every graded cell that calls check_hidden."""
-    gates = {}
-    for path in sorted(source_dir.glob("*.ipynb")):
-        for cell in nbformat.read(path, as_version=4).cells:
-            meta = cell.metadata.get("nbgrader", {})
-            if meta.get("grade") and cell.cell_type == "code":
-                names = HIDDEN_CALL.findall(cell.source)
-                if names:
-                    gates[(path.stem, meta["grade_id"])] = names
-    return gates
+SUBMISSION_BYTES = 64 * 2**20  # what of a submission folder is copied in
+RESULT_BYTES = 64 * 2**20  # what of a graded work folder is copied out, in total
+LOG_BYTES = 4 * 2**20  # of the log, what is kept
 
 
-def read_scores(work: Path, assignment: str, student: str) -> list[dict] | None:
+def read_scores(gradebook: Path, assignment: str, student: str) -> list[dict] | None:
     """Per graded cell: notebook, grade id, score, max score; None when nothing was recorded."""
     from nbgrader.api import Gradebook, MissingEntry
 
+    if not gradebook.is_file():
+        return None
     try:
-        with Gradebook(f"sqlite:///{work / 'gradebook.db'}") as gb:
+        with Gradebook(f"sqlite:///{gradebook}") as gb:
             submission = gb.find_submission(assignment, student)
-            rows = []
-            for nb in submission.notebooks:
-                for grade in nb.grades:
-                    # the autograder's score only: a manual score here could only come from the submission
-                    rows.append({"notebook": nb.name, "cell": grade.name,
-                                 "score": float(grade.auto_score or 0.0), "max_score": float(grade.max_score or 0.0)})
-            return rows
+            # the autograder's score only: a manual score here could only come from the submission
+            return [{"notebook": nb.name, "cell": grade.name, "score": float(grade.auto_score or 0.0),
+                     "max_score": float(grade.max_score or 0.0)} for nb in submission.notebooks for grade in nb.grades]
     except MissingEntry:
         return None
     except Exception:  # noqa: BLE001 - a gradebook the submission damaged
         return None
-
-
-def max_scores(base: Path, assignment: str) -> list[dict]:
-    from nbgrader.api import Gradebook
-
-    with Gradebook(f"sqlite:///{base / 'gradebook.db'}") as gb:
-        a = gb.find_assignment(assignment)
-        return [{"notebook": nb.name, "cell": cell.name, "max_score": float(cell.max_score)}
-                for nb in a.notebooks for cell in nb.grade_cells]
 
 
 def kernel_course_lib(assignment: str) -> Path:
@@ -100,42 +88,41 @@ def kernel_course_lib(assignment: str) -> Path:
     return stub_tree(assignment if assignment in lesson_assignments() else None) / "course_lib"
 
 
-def cell_errors(folder: Path) -> dict[tuple[str, str], str]:
-    """{(notebook, grade id): "ExceptionName: first line of its message"} of the graded cells that
-    raised, in the executed notebooks of `folder`."""
-    out = {}
+def executed_notebooks(folder: Path) -> list[nbformat.NotebookNode]:
+    out = []
     for path in sorted(folder.glob("*.ipynb")) if folder.is_dir() else []:
         try:
-            nb = nbformat.read(path, as_version=4)
+            out.append((path.stem, nbformat.read(path, as_version=4)))
         except Exception:  # noqa: BLE001 - whatever the submission left there
             continue
+    return out
+
+
+def cell_errors(notebooks) -> dict[tuple[str, str], str]:
+    """{(notebook, grade id): "ExceptionName: first line of its message"} of the graded cells that raised."""
+    out = {}
+    for stem, nb in notebooks:
         for cell in nb.cells:
             grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
             for o in cell.get("outputs", []) if cell.cell_type == "code" and grade_id else []:
                 if o.get("output_type") == "error":
                     message = (str(o.get("evalue", "")).strip().splitlines() or [""])[0][:160]
-                    out[(path.stem, grade_id)] = f"{o.get('ename', 'Error')}: {message}"
+                    out[(stem, grade_id)] = f"{o.get('ename', 'Error')}: {message}"
     return out
 
 
-def outcome(rc: int | None, hit: frozenset, log: str, scores, work: Path, timeout: float) -> tuple[str, list[str]]:
+def outcome(rc: int | None, hit: frozenset, log: str, scores, notebooks, timeout: float, memory_gb: float) -> tuple[str, list[str]]:
     """The status of one graded submission and the notes that explain it."""
-    errors = set()  # the exception names of the executed notebook's error outputs
-    for path in (work / "autograded").rglob("*.ipynb") if (work / "autograded").is_dir() else []:
-        try:
-            nb = nbformat.read(path, as_version=4)
-        except Exception:  # noqa: BLE001 - whatever the submission left there
-            continue
-        errors |= {o.get("ename", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-                   if o.get("output_type") == "error"}
+    errors = {o.get("ename", "") for _, nb in notebooks for c in nb.cells if c.cell_type == "code"
+              for o in c.get("outputs", []) if o.get("output_type") == "error"}
     if "output" in hit:
         return "output flood", [f"the output reached the limit of {OUTPUT_LIMIT // 2**20} MiB per file; the run was stopped"]
     if "processes" in hit:
         return "too many processes", ["the submission reached the process limit (a fork bomb?)"]
     if rc is None:
         return "timeout", [f"stopped after {timeout:.0f} s (an endless loop or a very slow cell?)"]
-    if "MemoryError" in errors or "MemoryError" in log:
-        return "out of memory", ["a cell ran out of memory (the limit is per process)"]
+    if "memory" in hit or "MemoryError" in errors or "MemoryError" in log:
+        return "out of memory", [f"the submission's processes together reached the memory limit of {memory_gb:g} GiB"]
     if scores is None:
         return "crashed", [f"nbgrader autograde exited with status {rc} without recording grades"]
     if "DeadKernelError" in log or "Removing failed assignment" in log:
@@ -145,46 +132,105 @@ def outcome(rc: int | None, hit: frozenset, log: str, scores, work: Path, timeou
     return "ok", []
 
 
-def grade_one(student: str, index: int, submission: Path, assignment: str, base: Path, tmp_root: Path,
-              course: Path, gates: dict, cells: list[dict], timeout: float, memory_bytes: int) -> dict:
+def real_folder(path: Path) -> bool:
+    """A folder that is not itself a symbolic link."""
+    return path.is_dir() and not path.is_symlink()
+
+
+def stage_seconds(marks: dict, notebooks, judge_seconds: list[float]) -> dict:
+    """Where a submission's time went: copying in; nbgrader's and the kernel's start (up to the
+    first cell); the cells, less the judge; the judge's calls; nbgrader's finish (after the last
+    cell: the gradebook, the files); reading back. The cells' times come from the executed
+    notebook's own timing metadata."""
+    from datetime import datetime
+
+    stamps = [(c.metadata.get("execution") or {}) for _, nb in notebooks for c in nb.cells if c.cell_type == "code"]
+    begin = [s["iopub.execute_input"] for s in stamps if "iopub.execute_input" in s]
+    end = [s["shell.execute_reply"] for s in stamps if "shell.execute_reply" in s]
+    out = {"copy_in": marks["run"] - marks["start"], "read_back": marks["done"] - marks["ran"]}
+    if begin and end:
+        first, last = (datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() for t in (min(begin), max(end)))
+        judge = sum(judge_seconds)
+        out.update({"nbgrader_and_kernel_start": first - marks["run"], "cells": last - first - judge, "judge": judge,
+                    "nbgrader_finish": marks["ran"] - last})
+    return {k: round(max(v, 0.0), 2) for k, v in out.items()}
+
+
+def grade_one(student: str, index: int, submission: Path, assignment: str, base: Path, tmp_root: Path, course: Path,
+              gates: dict, budget, cells: list[dict], timeout: float, memory_gb: float) -> dict:
     started = time.time()
-    work = tmp_root / f"s{index}"
-    # no source/: the solution notebooks stay out of the submission's reach (autograde does not need them)
+    marks = {"start": started}
+    row = {"student": student, "status": "ok", "score": 0.0, "max_score": sum(c["max_score"] for c in cells),
+           "cells": {f"{c['notebook']}:{c['cell']}": 0.0 for c in cells}, "notes": []}
+    if not sandbox_available():
+        row["notes"].append(UNSANDBOXED)
+    if not real_folder(submission) or not real_folder(submission.parent):
+        row["status"] = "no notebook"
+        row["notes"].append("the submission folder is a symbolic link: not followed, not graded")
+        return row
+    # 1. copy in: the gradebook entries (no source notebooks), the submission without its links
+    work, private = tmp_root / f"s{index}", tmp_root / f"p{index}"
     shutil.copytree(base, work, ignore=shutil.ignore_patterns("source", "release", "submitted", "autograded"))
+    private.mkdir()
     target = work / "submitted" / student / assignment
-    shutil.copytree(submission, target, symlinks=False, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    copied = copy_tree(submission, target, max_bytes=SUBMISSION_BYTES, skip=lambda n: n == ".ipynb_checkpoints")
+    row["notes"] += copied.notes("the submission")
     (work / "home").mkdir()
     shutil.copy(CONFIG, work / "nbgrader_config.py")
     sock_dir = tmp_root / f"j{index}"
     sock_dir.mkdir()
-    row = {"student": student, "status": "ok", "score": 0.0, "max_score": sum(c["max_score"] for c in cells),
-           "cells": {}, "notes": []}
-    if not sandbox_available():
-        row["notes"].append(UNSANDBOXED)
     if not any(target.glob("*.ipynb")):
         row["status"] = "no notebook"
-        row["cells"] = {f"{c['notebook']}:{c['cell']}": 0.0 for c in cells}
         return row
-    hide = [HIDDEN_DIR, course.resolve(), tmp_root]
+    # 2. run, 3. judge: the kernel and the judge's processes share one slot of limits
     stub = kernel_course_lib(assignment)
-    with JudgeServer(sock_dir / "judge.sock", hide=hide, assignment=assignment) as judge:
+    marks["run"] = time.time()
+    with Slot(int(memory_gb * 2**30)) as slot, \
+            JudgeServer(sock_dir / "judge.sock", assignment=assignment, budget=budget, slot=slot) as judge:
         cmd = sandboxed([sys.executable, "-m", "nbgrader", "autograde", assignment, "--student", student,
-                         f"--CourseDirectory.root={work}"],
-                        hide=hide, writable=[work], binds=[sock_dir], course_lib=stub)
+                         f"--CourseDirectory.root={work}"], course_lib=stub, writable=[work], binds=[sock_dir])
         env = {k: v for k, v in tool_env().items() if not k.startswith(("AUTOGRADER_", "JUPYTER_"))}
         env.update({"AUTOGRADER_JUDGE_SOCKET": str(sock_dir / "judge.sock"), "HOME": str(work / "home"),
                     "HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1"})
-        env = unsandboxed_env(env, stub)
-        result = run_limited(cmd, timeout=timeout, memory_bytes=memory_bytes, cwd=work, env=env,
-                             stdout_path=work / "autograde.log", stderr="stdout")
+        result = run_limited(cmd, timeout=timeout, slot=slot, cwd=work, env=unsandboxed_env(env, stub),
+                             stdout_path=private / "autograde.log", stderr="stdout")
+        slot.close()  # nothing of the submission outlives its run
+        marks["ran"] = time.time()
         verdicts = {k: list(v) for k, v in judge.verdicts.items()}
-    rc = result.returncode
+        refused, judge_seconds = dict(judge.refused), list(judge.seconds)
+    # 4. read back, never through a link
+    out = private / "out"
+    graded = work / "autograded" / student / assignment
+    if real_folder(graded):
+        back = copy_tree(graded, out / "autograded", max_bytes=RESULT_BYTES,
+                         skip=lambda n: n.endswith(".db") or n == "__pycache__")
+        row["notes"] += back.notes("the graded folder")
+    gradebook = private / "gradebook.db"
+    data = read_file(work / "gradebook.db", 256 * 2**20)
+    if data is not None:
+        gradebook.write_bytes(data)
     log = result.stdout.decode(errors="replace")
-    scores = read_scores(work, assignment, student) if rc is not None else None
-    row["status"], notes = outcome(rc, result.hit, log, scores, work, timeout)
+    scores = read_scores(gradebook, assignment, student) if result.returncode is not None else None
+    notebooks = executed_notebooks(out / "autograded")
+    row["status"], notes = outcome(result.returncode, result.hit, log, scores, notebooks, timeout, memory_gb)
     row["notes"] += notes
+    row["notes"] += [f"{name}: {n} more call(s) of its hidden check refused (each graded check is answered once)"
+                     for name, n in refused.items()]
+    _score_cells(row, scores, cells, gates, verdicts, cell_errors(notebooks))
+    dest = course / "autograded" / student / assignment
+    shutil.rmtree(dest, ignore_errors=True)
+    if (out / "autograded").is_dir():
+        copy_tree(out / "autograded", dest, max_bytes=RESULT_BYTES)
+    dest.mkdir(parents=True, exist_ok=True)
+    (course / "autograded" / student / f"{assignment}.log").write_bytes(result.stdout[-LOG_BYTES:])
+    marks["done"] = time.time()
+    row["seconds"] = round(marks["done"] - started, 1)
+    row["stages"] = stage_seconds(marks, notebooks, judge_seconds)
+    return row
+
+
+def _score_cells(row: dict, scores, cells: list[dict], gates: dict, verdicts: dict, errors: dict) -> None:
     by_cell = {(s["notebook"], s["cell"]): s["score"] for s in scores or []}
-    errors = cell_errors(work / "autograded" / student / assignment)
     for cell in cells:
         key = (cell["notebook"], cell["cell"])
         score = min(by_cell.get(key, 0.0), cell["max_score"])
@@ -196,16 +242,6 @@ def grade_one(student: str, index: int, submission: Path, assignment: str, base:
             row["notes"].append(f"{cell['cell']}: 0 points ({errors[key]})")
         row["cells"][f"{cell['notebook']}:{cell['cell']}"] = score
     row["score"] = sum(row["cells"].values())
-    graded = work / "autograded" / student / assignment
-    if graded.is_dir():
-        dest = course / "autograded" / student / assignment
-        shutil.rmtree(dest, ignore_errors=True)
-        shutil.copytree(graded, dest, symlinks=False, ignore_dangling_symlinks=True,
-                        ignore=shutil.ignore_patterns("*.db", "__pycache__"))
-    (course / "autograded" / student).mkdir(parents=True, exist_ok=True)
-    shutil.copy(work / "autograde.log", course / "autograded" / student / f"{assignment}.log")
-    row["seconds"] = round(time.time() - started, 1)
-    return row
 
 
 def grade(assignment: str, course: Path, jobs: int = 2, timeout: float = 600.0, memory_gb: float = 6.0,
@@ -215,13 +251,14 @@ def grade(assignment: str, course: Path, jobs: int = 2, timeout: float = 600.0, 
     if not (source / assignment).is_dir():
         raise SystemExit(f"no assignment {assignment!r} in {source}")
     submitted = course / "submitted"
-    students = sorted(p.name for p in submitted.iterdir() if (p / assignment).is_dir()) if submitted.is_dir() else []
+    students = sorted(p.name for p in submitted.iterdir()
+                      if (p / assignment).is_dir() or (p / assignment).is_symlink()) if submitted.is_dir() else []
     gates = hidden_gates(source / assignment)
-    needed = sorted({n for names in gates.values() for n in names})
-    unknown = [n for n in needed if n not in suite_names()]
+    unknown = sorted({n for names in gates.values() for n in names} - set(suite_names()))
     if unknown:
         raise SystemExit(f"hidden-test cells call suites that do not exist: {', '.join(unknown)}")
-    for name in needed:  # missing or stale case files are (re)generated with a fresh secret seed
+    budget = hidden_calls(source / assignment)  # how many times the judge answers each suite
+    for name in sorted(budget):  # missing or stale case files: a fresh secret seed
         ensure_cases(name)
     kernel_course_lib(assignment)  # build the stubbed copy once, before the parallel jobs
     with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
@@ -229,10 +266,10 @@ def grade(assignment: str, course: Path, jobs: int = 2, timeout: float = 600.0, 
         base = tmp_root / "base"
         base.mkdir()
         prepare_course(base, [assignment], solutions=source)
-        cells = max_scores(base, assignment)
+        cells = gradebook_cells(base, assignment)
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = [pool.submit(grade_one, s, i, submitted / s / assignment, assignment, base, tmp_root, course,
-                                   gates, cells, timeout, int(memory_gb * 2**30)) for i, s in enumerate(students)]
+                                   gates, budget, cells, timeout, memory_gb) for i, s in enumerate(students)]
             rows = []
             for student, future in zip(students, futures):
                 try:
@@ -241,6 +278,11 @@ def grade(assignment: str, course: Path, jobs: int = 2, timeout: float = 600.0, 
                     rows.append({"student": student, "status": "crashed", "score": 0.0,
                                  "max_score": sum(c["max_score"] for c in cells), "cells": {},
                                  "notes": [f"grading error: {type(e).__name__}: {e}"]})
+    write_grades(course, assignment, rows, cells)
+    return rows
+
+
+def write_grades(course: Path, assignment: str, rows: list[dict], cells: list[dict]) -> None:
     out = course / "grades"
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{assignment}.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
@@ -251,7 +293,6 @@ def grade(assignment: str, course: Path, jobs: int = 2, timeout: float = 600.0, 
         for r in rows:
             writer.writerow([r["student"], r["status"], r["score"], r["max_score"],
                              *[r["cells"].get(c, 0.0) for c in cell_names], " | ".join(r["notes"])])
-    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -260,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--course", type=Path, default=Path("."), help="folder holding submitted/<student>/<assignment>/")
     parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2), help="submissions graded at once")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per submission (the whole notebook)")
-    parser.add_argument("--memory-gb", type=float, default=6.0, help="address-space limit per process, GiB")
+    parser.add_argument("--memory-gb", type=float, default=6.0, help="memory of one submission's processes together, GiB")
     parser.add_argument("--source", type=Path, default=None, help="source notebooks folder (default: solutions/)")
     args = parser.parse_args(argv)
     if not sandbox_available():

@@ -1,240 +1,145 @@
-"""The grader's side of a hidden check: holds the expected values and does the comparison.
+"""The grader's judge: hidden cases, answered a bounded number of times, revealing nothing it need not.
 
-`judge(name, fn_bytes)` loads the hidden cases of suite `name`, runs the student's function
-(cloudpickle bytes) in a fresh, sandboxed runner process that only gets the inputs, reads the
-runner's outputs back with `torch.load(weights_only=True)` (so a hostile runner cannot run code
-here), compares them with the expected outputs and returns a report that names each case and
-the size of its error, never an expected value.
+`judge(name, fn_bytes)` loads the hidden cases of suite `name` and runs the student's function
+(cloudpickle bytes) on them in a fresh, sandboxed runner where the references of the open
+assignments are stubs (`autograder.trial`, `autograder.stubs`); the report it returns is the
+full one, for the grader. What a grading kernel receives is `report.redact(...)` of it: per case
+its name, pass or fail, and whether a failure is at rounding scale or far off.
 
-The runner runs where the references of the open assignments cannot be imported at all: its
-`course_lib` is a stubbed copy (`autograder.stubs`) for the suite's assignment (the graded
-names of that assignment and later raise NotImplementedError), bound over the repository's by
-the sandbox, which also masks the rest of the repository (`autograder.sandbox`). So importing,
-reloading or copying the library earns nothing. Without bubblewrap the copy goes first on
-PYTHONPATH and the report says the run is unsandboxed.
+While grading, the judge is a `JudgeServer` on a unix socket outside the submission's sandbox
+(`autograder.grade` runs one per submission). It answers:
 
-It is reached in one of two ways, neither of which lets student code see expected values:
-- `python -m autograder.judge NAME` (fn bytes on stdin, JSON report on stdout): a fresh process
-  the notebook kernel starts; used when a solution notebook runs outside the grading command.
-- `serve(socket_path)`: a server the grading command runs *outside* the sandbox of a
-  submission; it also keeps the verdicts, so a kernel that swallows the failure of a hidden-test
-  cell still gets no points for it.
+- only the suites of the assignment being graded (a later assignment's hidden cases cannot be
+  mapped early);
+- each suite as many times as the assignment's graded cells call it (`hidden_calls`: once per
+  graded check, since nbgrader runs each cell once). A submission that calls a check itself
+  first uses up that answer; every call beyond is refused at once, so reading the reports over
+  many calls is not possible: one report per graded check carries a few bits per case, no more;
+- one request at a time, each with a deadline to arrive, and its runner joins the submission's
+  `Slot` (memory and processes over all its processes together): a call that does not wait
+  starts nothing outside the submission's limits, and nothing outlives its slot.
+
+A runner is started ahead of each call the budget still allows (its imports done while the
+notebook runs, it waits for its cases): a hidden check then costs the cases' time, not an
+interpreter's start.
+
+It also keeps the verdicts, so a kernel that swallows the failure of a hidden-test cell still
+gets no points for it.
+
+    python -m autograder.judge NAME  < cloudpickled function   # a fresh judge (outside grading)
+
+is what `check_hidden` uses when no server is there (a solution notebook run by the course's
+own tests or by an instructor): it makes missing or stale case files first and prints the
+redacted report as JSON.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import os
 import socketserver
-import struct
 import sys
 import threading
+import time
+from collections import Counter
 from pathlib import Path
 
-from .engine import HIDDEN_DIR, SUITES, compare, load_cases, load_suite, suite_settings
-from .sandbox import run_limited, sandbox_available, sandboxed, unsandboxed_env
+from .cases import HIDDEN_DIR, ensure_cases, load_cases
+from .limits import Slot
+from .protocol import recv_message, send_message
+from .report import redact
+from .stubs import stub_for_suite
+from .suite_api import SUITES, load_suite, suite_settings
+from .trial import Runner, run_cases, start_runner
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-RUNNER_MEMORY = int(float(os.environ.get("AUTOGRADER_RUNNER_MEMORY_GB", "6")) * 2**30)
-RUNNER_PROCESSES = 256
-RUNNER_OUTPUT = 256 * 2**20  # bytes of results a runner may write (outputs of every case, e.g. gradients)
-MAX_REQUEST = 64 * 2**20
-UNSANDBOXED = ("unsandboxed: bubblewrap is not in use (AUTOGRADER_SANDBOX=0 or not installed), so the stubbed "
-               "course_lib is only first on PYTHONPATH and the repository is readable")
-
-
-def ensure_cases(name: str, hidden_dir: Path | None = None) -> None:
-    """Generate missing or stale case files (a fresh secret seed) so a solution notebook runs anywhere.
-
-    Stale: the suite or the reference's module changed since the cases were made."""
-    from .engine import case_path, fingerprint, load_cases
-    from .make_cases import make_cases
-
-    if case_path(name, hidden_dir).is_file():
-        try:
-            if load_cases(name, hidden_dir).get("fingerprint") == fingerprint(name):
-                return
-        except Exception:  # noqa: BLE001 - an unreadable file is regenerated
-            pass
-    make_cases([name], out=hidden_dir)
+REQUEST_SECONDS = 30  # a client must send its whole request within this
 
 
-def stubbed_course_lib(name: str, assignment: str | None = None) -> Path:
-    """The stubbed `course_lib` a runner of suite `name` gets: every graded name of the suite's
-    assignment and later is a stub (of `assignment` and later when that is earlier: the
-    assignment being graded). A suite whose function no lesson grades yet stubs every graded
-    name, its own function and its tripwire."""
-    import course_lib
-
-    from .assignments import Graded, assignment_of
-    from .stubs import stub_tree
-
+def judge(name: str, fn_bytes: bytes | list[bytes], hidden_dir: Path | None = None, assignment: str | None = None,
+          slot: Slot | None = None, runner: Runner | None = None) -> dict | list[dict]:
+    """Run the student's function on the hidden cases of suite `name`; the full report (a list
+    of functions gives a list of reports: the tests' bulk checks). `runner`: one started ahead
+    with the stub of `assignment`."""
     suite = load_suite(name)
-    own = assignment_of(suite.GRADED)
-    extra = []
-    if own is None:
-        for n in {suite.GRADED, *suite_settings(suite)["tripwire"]}:
-            obj = getattr(course_lib, n, None)
-            if obj is not None and hasattr(obj, "__module__"):
-                extra.append(Graded("", obj.__module__, n))
-    target = min(a for a in (own, assignment) if a) if (own or assignment) else None
-    return stub_tree(target, extra) / "course_lib"
-
-
-def run_cases(name: str, fn_bytes: bytes | list[bytes], cases: list[dict], settings: dict, *, package: str = SUITES,
-              course_lib: Path | None = None, hide: list[Path] = (), sandbox: bool = True,
-              root: Path = REPO_ROOT) -> dict | list[dict]:
-    """Run the student's function on `cases` (dicts with name, inputs, expected) in a fresh runner
-    process and compare; the report holds case names and error sizes only.
-
-    Given a list of functions, they run in turn in one runner process (with the time limit
-    multiplied by their number) and a list of reports comes back: a bulk check for the tests."""
-    import torch
-
-    many = isinstance(fn_bytes, list)
-    payload = {
-        "suite": name, "tripwire": settings["tripwire"], "package": package,
-        "cases": [{"name": c["name"], "inputs": c["inputs"]} for c in cases],
-        **({"fns": fn_bytes} if many else {"fn": fn_bytes}),
-    }
-    buffer = io.BytesIO()
-    torch.save(payload, buffer)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOGRADER_")}
-    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
-    env["HF_HUB_OFFLINE"] = "1"
-    cmd = [sys.executable, "-m", "autograder.runner"]
-    report = {"name": name, "cases": [], "passed": False}
-    if sandbox:
-        cmd = sandboxed(cmd, hide=list(hide), course_lib=course_lib)
-        env = unsandboxed_env(env, course_lib)
-        if not sandbox_available():
-            report["unsandboxed"] = True
-    timeout = settings["timeout"] * (len(fn_bytes) if many else 1)
-    result = run_limited(cmd, input=buffer.getvalue(), timeout=timeout, memory_bytes=RUNNER_MEMORY,
-                         cwd=root, env=env, stderr="discard", max_processes=RUNNER_PROCESSES,
-                         file_bytes=RUNNER_OUTPUT)
-    problem, results = None, None
-    if result.returncode is None:
-        problem = f"timed out after {timeout:.0f} s on the hidden cases"
-    elif "output" in result.hit:
-        problem = "the fresh process running the function wrote more than the output limit"
-    else:
-        try:
-            loaded = torch.load(io.BytesIO(result.stdout), weights_only=True)
-            results = loaded["results_many"] if many else [loaded["results"]]
-        except Exception:  # noqa: BLE001 - a crashed or hostile runner
-            why = "; it started too many processes" if "processes" in result.hit else ""
-            problem = f"the fresh process running the function crashed (exit status {result.returncode}){why}"
-    reports = []
-    for i in range(len(fn_bytes) if many else 1):
-        one = {**report, "cases": []}
-        if problem is not None:
-            one["problem"] = problem
-        else:
-            _compare_into(one, results[i], cases, settings)
-        reports.append(one)
-    return reports if many else reports[0]
-
-
-def _compare_into(report: dict, results: list[dict], cases: list[dict], settings: dict) -> None:
-    by_name = {r["name"]: r for r in results}
-    for case in cases:
-        got = by_name.get(case["name"])
-        if got is None:
-            problems = ["no result"]
-        elif "error" in got:
-            problems = [str(got["error"])[:200]]
-        else:
-            try:
-                problems = compare(got["outputs"], case["expected"], settings)
-            except Exception as e:  # noqa: BLE001
-                problems = [f"outputs could not be compared ({type(e).__name__})"]
-        report["cases"].append({"case": case["name"], "ok": not problems, "problems": problems[:3]})
-    report["passed"] = all(c["ok"] for c in report["cases"]) and bool(report["cases"])
-
-
-def judge(name: str, fn_bytes: bytes | list[bytes], hidden_dir: Path | None = None, hide: list[Path] = (),
-          assignment: str | None = None) -> dict | list[dict]:
-    """Run the student's function on the hidden cases of suite `name`; the report (see run_cases;
-    a list of functions gives a list of reports)."""
-    suite = load_suite(name)
-    settings = suite_settings(suite)
     data = load_cases(name, hidden_dir)
-    hidden = Path(hidden_dir or HIDDEN_DIR)
-    return run_cases(name, fn_bytes, data["cases"], settings, course_lib=stubbed_course_lib(name, assignment),
-                     hide=[hidden, *hide])
-
-
-def format_report(report: dict) -> str:
-    cases = report["cases"]
-    n_ok = sum(c["ok"] for c in cases)
-    lines = [f"{report['name']}: {n_ok}/{len(cases)} {report.get('kind', 'hidden')} cases passed"]
-    if report.get("unsandboxed"):
-        lines.append(f"  ({UNSANDBOXED})")
-    if report.get("problem"):
-        lines.append(f"  {report['problem']}")
-    for c in cases:
-        if not c["ok"]:
-            lines.append(f"  FAIL {c['case']}: " + "; ".join(c["problems"]))
-    return "\n".join(lines)
-
-
-# ---------------------------------------------------------------- server for the grading command
-def _recv_exact(sock, n: int) -> bytes:
-    chunks, got = [], 0
-    while got < n:
-        chunk = sock.recv(min(n - got, 1 << 20))
-        if not chunk:
-            raise ConnectionError("short read")
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
-
-
-def send_message(sock, header: dict, body: bytes = b"") -> None:
-    head = json.dumps(header).encode()
-    sock.sendall(struct.pack("!II", len(head), len(body)) + head + body)
-
-
-def recv_message(sock) -> tuple[dict, bytes]:
-    n_head, n_body = struct.unpack("!II", _recv_exact(sock, 8))
-    if n_head > 1 << 16 or n_body > MAX_REQUEST:
-        raise ValueError("message too large")
-    return json.loads(_recv_exact(sock, n_head)), _recv_exact(sock, n_body)
+    return run_cases(name, fn_bytes, data["cases"], suite_settings(suite), package=SUITES,
+                     course_lib=stub_for_suite(name, assignment), hide=[Path(hidden_dir or HIDDEN_DIR)], slot=slot,
+                     runner=runner)
 
 
 class JudgeServer:
-    """A judge on a unix socket; `verdicts` maps a suite name to the list of its pass/fail results."""
+    """A judge on a unix socket for one submission of `assignment`.
 
-    def __init__(self, socket_path: Path, hidden_dir: Path | None = None, hide: list[Path] = (),
-                 assignment: str | None = None):
+    `budget` is {suite: calls allowed}; `verdicts` maps a suite to the pass/fail of its answered
+    calls; `refused` counts the calls refused per suite."""
+
+    def __init__(self, socket_path: Path, *, assignment: str | None, budget: Counter, slot: Slot | None = None,
+                 hidden_dir: Path | None = None):
         self.socket_path = Path(socket_path)
+        self.assignment, self.slot, self.hidden_dir = assignment, slot, hidden_dir
+        self.left = Counter(budget)
         self.verdicts: dict[str, list[bool]] = {}
-        self.lock = threading.Lock()
+        self.refused: Counter = Counter()
+        self.seconds: list[float] = []  # of each answered call (the grading time's breakdown)
+        self.runner: Runner | None = None
+        self.stub = None
+        if any(budget.values()):  # every suite of one assignment runs with the same stub
+            self.stub = stub_for_suite(next(iter(budget)), assignment)
         outer = self
 
         class Handler(socketserver.BaseRequestHandler):
             def handle(self):
+                self.request.settimeout(REQUEST_SECONDS)
                 try:
                     header, body = recv_message(self.request)
-                    name = str(header.get("name"))
-                    report = judge(name, body, hidden_dir, hide, assignment)
-                except Exception as e:  # noqa: BLE001
-                    report = {"name": str(header.get("name", "?")) if "header" in locals() else "?", "cases": [],
-                              "passed": False, "problem": f"the checker could not run ({type(e).__name__})"}
-                with outer.lock:
-                    outer.verdicts.setdefault(report["name"], []).append(bool(report["passed"]))
+                except Exception:  # noqa: BLE001 - a stalled, short or oversized request: no answer
+                    return
+                report = outer.answer(str(header.get("name", "?"))[:100], body)
                 try:
                     send_message(self.request, report)
                 except OSError:
                     pass
 
-        self.server = socketserver.ThreadingUnixStreamServer(str(self.socket_path), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # one request at a time (no threads): a burst of calls queues up and is refused in turn
+        self.server = socketserver.UnixStreamServer(str(self.socket_path), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+
+    def answer(self, name: str, fn_bytes: bytes) -> dict:
+        """The redacted report of one call, counted against the budget."""
+        refusal = None
+        if name not in self.left and name not in self.verdicts:
+            refusal = "assignment" if name in _known_suites() else "unknown"
+        elif self.left[name] <= 0:
+            refusal = "budget"
+        if refusal is not None:
+            self.refused[name] += 1
+            return {"name": name, "kind": "hidden", "passed": False, "problem": refusal, "cases": []}
+        self.left[name] -= 1
+        started = time.perf_counter()
+        runner, self.runner = self.runner, None
+        try:
+            report = judge(name, fn_bytes, self.hidden_dir, self.assignment, self.slot,
+                           runner if stub_for_suite(name, self.assignment) == self.stub else None)
+        except Exception:  # noqa: BLE001 - never let one call take the server down
+            report = {"name": name, "kind": "hidden", "passed": False, "problem": "checker", "cases": []}
+        finally:
+            if runner is not None:
+                runner.close()
+        self.seconds.append(time.perf_counter() - started)
+        self._warm_up()
+        self.verdicts.setdefault(name, []).append(bool(report["passed"]))
+        return redact(report)
+
+    def _warm_up(self) -> None:
+        """Start the next call's runner now, while the budget allows one more call."""
+        if self.stub is not None and sum(self.left.values()) > 0:
+            try:
+                self.runner = start_runner(package=SUITES, course_lib=self.stub, slot=self.slot,
+                                           hide=[Path(self.hidden_dir or HIDDEN_DIR)])
+            except Exception:  # noqa: BLE001 - no warm runner: the call starts its own
+                self.runner = None
 
     def __enter__(self):
+        self._warm_up()
         self.thread.start()
         return self
 
@@ -242,6 +147,15 @@ class JudgeServer:
         self.server.shutdown()
         self.server.server_close()
         self.socket_path.unlink(missing_ok=True)
+        if self.runner is not None:
+            self.runner.close()
+            self.runner = None
+
+
+def _known_suites() -> set[str]:
+    from .suite_api import suite_names
+
+    return set(suite_names())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -252,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     name = argv[0]
     ensure_cases(name)
     report = judge(name, sys.stdin.buffer.read())
-    sys.stdout.write(json.dumps(report))
+    sys.stdout.write(json.dumps(redact(report)))
     return 0
 
 

@@ -13,8 +13,9 @@ writes DIR/ and DIR.zip:
     practice/MM/<suite>.pt           practice cases of notebooks MM <= NN: inputs drawn with the public
                                      seed, expected outputs from the reference (the only expected values
                                      in the kit); practice/manifest.json says which suites each notebook has
-    autograder/                      what `make check` needs: the comparison (engine), the runner, the
-                                     judge's report, `practice`, and harness/<suite>.py: each suite's
+    autograder/                      what `make check` needs and nothing else: the suite interface, the
+                                     comparison, the report, the runner, its limits, one trial of a
+                                     function on cases, `practice`, and harness/<suite>.py: each suite's
                                      `call` and settings without `make_inputs`
 
 and nothing else: no solutions/, lessons/, suites, hidden cases, tests or git history.
@@ -38,37 +39,22 @@ from pathlib import Path
 import nbformat
 
 from .assignments import REPO_ROOT, assignments, open_names
+from .harness import PRACTICE_SIDE, harness_source, write_kernel_side
 from .stubs import COURSE_LIB, IGNORE, module_path, write_stubbed
 
 TEMPLATES = Path(__file__).resolve().parent / "kit_template"
 NOTEBOOKS = REPO_ROOT / "notebooks"
 SOLUTIONS = REPO_ROOT / "solutions"
-# the autograder modules a kit carries (what `make check` runs)
-KIT_AUTOGRADER = ("engine.py", "runner.py", "judge.py", "sandbox.py", "practice.py")
 DEV_REQUIREMENTS = ("pytest", "pytest-xdist", "hypothesis", "playwright", "nbgrader")
+KIT_INIT = '"""What `make check` runs: practice cases through the judge\'s harness and comparison."""\n'
 MIN_SECRET_CHARS = 16  # shorter body lines ("return loss", "else:") prove nothing
 
 
 # ---------------------------------------------------------------- building
-def harness_source(suite_source: str) -> str:
-    """A suite without `make_inputs` (and its docstring kept): how a function is called, not how
-    hidden inputs are drawn."""
-    tree = ast.parse(suite_source)
-    lines = suite_source.splitlines(keepends=True)
-    for node in reversed(tree.body):
-        if isinstance(node, ast.FunctionDef) and node.name == "make_inputs":
-            start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
-            del lines[start:node.end_lineno]
-    text = "".join(lines)
-    text = re.sub(r"\n{4,}", "\n\n\n", text)
-    compile(text, "<harness>", "exec")
-    return text
-
-
 def notebook_suites(assignment: str) -> dict[str, str]:
     """{suite: graded function} of the hidden checks of assignment NN's source notebook."""
-    from .engine import load_suite
-    from .grade import hidden_gates
+    from .assignments import hidden_gates
+    from .suite_api import load_suite
 
     names = sorted({n for ns in hidden_gates(SOLUTIONS / assignment).values() for n in ns})
     return {n: load_suite(n).GRADED for n in names}
@@ -80,7 +66,7 @@ _PRACTICE: dict[tuple[str, int], dict] = {}
 def practice_cases(suite: str, seed: int) -> dict:
     """A suite's practice cases for `seed` (computed once per process: kits of later assignments
     hold the same files for the same notebooks)."""
-    from .engine import make_suite_cases
+    from .cases import make_suite_cases
 
     if (suite, seed) not in _PRACTICE:
         data = make_suite_cases(suite, seed)
@@ -102,10 +88,10 @@ def kit_requirements() -> str:
 
 def build_kit(assignment: str, out: Path, seed: int | None = None, make_zip: bool = True) -> Path:
     """Write the kit of `assignment` to `out` (replaced if it exists) and `out`.zip."""
-    from .engine import save_cases
-    from .practice import PUBLIC_SEED
+    from .cases import save_cases
+    from .suite_api import PRACTICE_SEED
 
-    seed = PUBLIC_SEED if seed is None else seed
+    seed = PRACTICE_SEED if seed is None else seed
     known = assignments()
     if assignment not in known:
         raise SystemExit(f"no lesson for assignment {assignment!r} (known: {', '.join(known)})")
@@ -120,21 +106,12 @@ def build_kit(assignment: str, out: Path, seed: int | None = None, make_zip: boo
     shutil.copytree(REPO_ROOT / "data", out / "data", ignore=IGNORE)
     shutil.copytree(REPO_ROOT / "configs", out / "configs", ignore=IGNORE)
     # the autograder of `make check`: no suites, no hidden cases, no grading command
-    kit_ag = out / "autograder"
-    (kit_ag / "harness").mkdir(parents=True)
-    (kit_ag / "__init__.py").write_text('"""What `make check` runs: practice cases through the judge\'s harness and comparison."""\n',
-                                        encoding="utf-8")
-    for name in KIT_AUTOGRADER:
-        shutil.copy(REPO_ROOT / "autograder" / name, kit_ag / name)
-    (kit_ag / "harness" / "__init__.py").write_text('"""How each graded function is called: the suites without their case generators."""\n',
-                                                    encoding="utf-8")
+    suites = {a: notebook_suites(a) for a in included}
+    write_kernel_side(out, sorted({s for by in suites.values() for s in by}), init=KIT_INIT, modules=PRACTICE_SIDE)
     manifest = {}
     for a in included:
-        suites = notebook_suites(a)
-        manifest[a] = {"notebook": sorted(p.name for p in (NOTEBOOKS / a).glob("*.ipynb")), "suites": suites}
-        for suite in suites:
-            source = (REPO_ROOT / "autograder" / "suites" / f"{suite}.py").read_text(encoding="utf-8")
-            (kit_ag / "harness" / f"{suite}.py").write_text(harness_source(source), encoding="utf-8")
+        manifest[a] = {"notebook": sorted(p.name for p in (NOTEBOOKS / a).glob("*.ipynb")), "suites": suites[a]}
+        for suite in suites[a]:
             save_cases(practice_cases(suite, seed), out / "practice" / a / f"{suite}.pt")
     (out / "practice").mkdir(exist_ok=True)
     (out / "practice" / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")

@@ -3,10 +3,11 @@
     python -m autograder.make_cases [NAME ...] [--seed N] [--out DIR]
 
 The inputs come from each suite's `make_inputs` with a secret seed (`--seed`, else the
-AUTOGRADER_SEED environment variable, else fresh randomness); the expected outputs come from
-the `course_lib` reference. The files go to `autograder/hidden/` (git-ignored): they are never
-committed, never copied into `notebooks/`, and never readable by a student's code while grading
-(the sandbox masks the folder).
+AUTOGRADER_SEED environment variable, else fresh randomness); the expected outputs are the
+float64 truth of the `course_lib` reference, with tolerances measured on each case
+(`autograder.cases`). The files go to `autograder/hidden/` (git-ignored): they are never
+committed, never copied into `notebooks/`, and never visible to a student's code while grading
+(the sandbox is built without them).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import secrets
 import sys
 from pathlib import Path
 
-from .engine import HIDDEN_DIR, case_path, make_suite_cases, save_cases, suite_names
+from .cases import HIDDEN_DIR, case_path, make_suite_cases, save_cases
+from .suite_api import suite_names
 
 
 def default_seed() -> int:
@@ -30,9 +32,8 @@ def make_cases(names: list[str] | None = None, seed: int | None = None, out: Pat
     seed = default_seed() if seed is None else seed
     written = []
     for i, name in enumerate(names or suite_names()):
-        data = make_suite_cases(name, seed + i)
         path = case_path(name, out)
-        save_cases(data, path)
+        save_cases(make_suite_cases(name, seed + i), path)
         written.append(path)
     return written
 

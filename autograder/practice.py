@@ -7,9 +7,10 @@ Your functions are taken from your notebook (`notebooks/NN/*.ipynb`: its graded 
 cells before them that only define things, as `course_lib.selfcheck.your_functions` does) and
 run, each in a fresh process, on practice cases of the very kinds the hidden cases have: the
 same suites, drawn with a public seed instead of the grader's secret one, with expected values
-computed from the reference. The report has the judge's format (case names and the size of
-each error). Only the draws differ from grading, so a hidden failure is never a surprise about
-the contract.
+made as the hidden ones are (the float64 truth, a tolerance measured on each case). The report
+has the judge's format and, the cases being public, each failure's largest error beside its
+tolerance. Only the draws differ from grading, so a hidden failure is never a surprise about the
+contract.
 
 In a student kit the practice cases are files (`practice/NN/<suite>.pt`, made when the kit was
 built: the only place expected values live there) and each suite is its harness alone
@@ -26,9 +27,10 @@ import json
 import sys
 from pathlib import Path
 
+from .suite_api import PRACTICE_SEED
+
 ROOT = Path(__file__).resolve().parent.parent
 PRACTICE = ROOT / "practice"  # a student kit's practice cases
-PUBLIC_SEED = 0
 
 
 def in_kit() -> bool:
@@ -39,8 +41,8 @@ def manifest() -> dict:
     """{"NN": {"suites": {suite: graded function name}}} of the kit, or of the repository's solutions."""
     if in_kit():
         return json.loads((PRACTICE / "manifest.json").read_text(encoding="utf-8"))
-    from .grade import hidden_gates
-    from .engine import load_suite
+    from .assignments import hidden_gates
+    from .suite_api import load_suite
 
     out = {}
     for folder in sorted((ROOT / "solutions").glob("[0-9][0-9]")):
@@ -49,13 +51,13 @@ def manifest() -> dict:
     return out
 
 
-def practice_cases(suite: str, assignment: str, seed: int = PUBLIC_SEED) -> list[dict]:
+def practice_cases(suite: str, assignment: str, seed: int = PRACTICE_SEED) -> list[dict]:
     """The practice cases of one suite: the kit's file, or generated (and cached) in the repository."""
     import torch
 
     if in_kit():
         return torch.load(PRACTICE / assignment / f"{suite}.pt", weights_only=False)["cases"]
-    from .engine import fingerprint, make_suite_cases, save_cases
+    from .cases import fingerprint, make_suite_cases, save_cases
 
     path = ROOT / "build" / "practice" / f"seed{seed}" / f"{suite}.pt"
     if path.is_file():
@@ -83,18 +85,18 @@ def student_functions(assignment: str, notebook: Path | None = None) -> tuple[di
     return namespace, unfinished, None
 
 
-def check(assignment: str, notebook: Path | None = None, seed: int = PUBLIC_SEED) -> list[dict]:
+def check(assignment: str, notebook: Path | None = None, seed: int = PRACTICE_SEED) -> list[dict]:
     """Run every graded function of the notebook on its practice cases; the judge's reports."""
     import cloudpickle
 
-    from .engine import SUITES, suite_settings, load_suite
-    from .judge import run_cases, stubbed_course_lib
+    from .suite_api import HARNESSES, SUITES, load_suite, suite_settings
+    from .trial import run_cases
 
     suites = manifest().get(assignment, {}).get("suites", {})
     if not suites:
         raise SystemExit(f"no graded notebook {assignment!r} here (known: {', '.join(manifest()) or 'none'})")
     namespace, unfinished, why = student_functions(assignment, notebook)
-    package = "autograder.harness" if in_kit() else SUITES
+    package = HARNESSES if in_kit() else SUITES
     reports = []
     for suite, graded in suites.items():
         report = {"name": suite, "kind": "practice", "cases": [], "passed": False}
@@ -107,27 +109,30 @@ def check(assignment: str, notebook: Path | None = None, seed: int = PUBLIC_SEED
             fn_bytes = cloudpickle.dumps(namespace[graded])
             cases = practice_cases(suite, assignment, seed)
             if in_kit():  # the kit's course_lib is already the stubbed one
-                report = run_cases(suite, fn_bytes, cases, settings, package=package, sandbox=False, root=ROOT)
+                report = run_cases(suite, fn_bytes, cases, settings, package=package, sandbox=False, root=ROOT,
+                                   kind="practice")
             else:
-                report = run_cases(suite, fn_bytes, cases, settings, course_lib=stubbed_course_lib(suite, assignment))
-            report["kind"] = "practice"
+                from .stubs import stub_for_suite
+
+                report = run_cases(suite, fn_bytes, cases, settings, package=package, kind="practice",
+                                   course_lib=stub_for_suite(suite, assignment))
         reports.append(report)
     return reports
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .judge import format_report
+    from .report import format_report
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("assignment", nargs="?", help="the notebook, e.g. 02")
     parser.add_argument("--notebook", type=Path, default=None, help="the notebook file (default: notebooks/NN/*.ipynb)")
-    parser.add_argument("--seed", type=int, default=PUBLIC_SEED,
+    parser.add_argument("--seed", type=int, default=PRACTICE_SEED,
                         help="another draw of practice cases (repository only; a kit has its seed's files)")
     args = parser.parse_args(argv)
     if not args.assignment:
         parser.error(f"which notebook? e.g. make check NB=02 (graded notebooks here: {', '.join(manifest())})")
     assignment = args.assignment.zfill(2)
-    if in_kit() and args.seed != PUBLIC_SEED:
+    if in_kit() and args.seed != PRACTICE_SEED:
         parser.error("a student kit holds the practice cases of one seed only")
     reports = check(assignment, args.notebook, args.seed)
     print(f"notebook {assignment}: practice cases (public seed {args.seed}; the grader's hidden cases are other "

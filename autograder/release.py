@@ -14,50 +14,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import nbformat
 
-HERE = Path(__file__).resolve().parent
-REPO_ROOT = HERE.parent
-SOLUTIONS = REPO_ROOT / "solutions"
-NOTEBOOKS = REPO_ROOT / "notebooks"
-CONFIG = HERE / "nbgrader_config.py"
-
-
-def assignments(solutions: Path = SOLUTIONS) -> list[str]:
-    return sorted(p.name for p in solutions.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
-
-
-def nbgrader(args: list[str], course: Path, env: dict | None = None, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
-    """Run `nbgrader ARGS` with the course config in the course folder `course`."""
-    shutil.copy(CONFIG, course / "nbgrader_config.py")
-    cmd = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.root={course}"]
-    proc = subprocess.run(cmd, cwd=course, env=tool_env(env), capture_output=True, text=True, **kwargs)
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
-
-
-def tool_env(env: dict | None = None) -> dict:
-    """The environment with this interpreter's bin folder first on PATH (nbgrader calls `alembic`)."""
-    env = dict(os.environ if env is None else env)
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    return env
-
-
-def prepare_course(course: Path, names: list[str], solutions: Path = SOLUTIONS) -> None:
-    """A course folder with source/NN copied from solutions/ and each assignment generated
-    (this fills release/NN and the gradebook with the grade cells)."""
-    for name in names:
-        shutil.copytree(solutions / name, course / "source" / name,
-                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-    for name in names:
-        nbgrader(["generate_assignment", name, "--force"], course)
+from .course_folder import NOTEBOOKS, prepare_course, solution_assignments
 
 
 def clean(nb: nbformat.NotebookNode) -> str:
@@ -71,7 +34,7 @@ def clean(nb: nbformat.NotebookNode) -> str:
 
 def release_texts(names: list[str] | None = None) -> dict[Path, str]:
     """{path under notebooks/: text} of a fresh release of the named (default: all) assignments."""
-    names = names or assignments()
+    names = names or solution_assignments()
     texts = {}
     with tempfile.TemporaryDirectory(prefix="course-release-") as tmp:
         course = Path(tmp)

@@ -167,6 +167,28 @@ def stub_tree(assignment: str | None, extra: list[Graded] = ()) -> Path:
     return folder
 
 
+def stub_for_suite(name: str, assignment: str | None = None) -> Path:
+    """The stubbed `course_lib` folder a runner of suite `name` gets: every graded name of the
+    suite's assignment and later is a stub (of `assignment` and later when that is earlier: the
+    assignment being graded). A suite whose function no lesson grades yet stubs every graded
+    name, its own function and its tripwire."""
+    import course_lib
+
+    from .assignments import assignment_of
+    from .suite_api import load_suite, suite_settings
+
+    suite = load_suite(name)
+    own = assignment_of(suite.GRADED)
+    extra = []
+    if own is None:
+        for n in {suite.GRADED, *suite_settings(suite)["tripwire"]}:
+            obj = getattr(course_lib, n, None)
+            if obj is not None and hasattr(obj, "__module__"):
+                extra.append(Graded("", obj.__module__, n))
+    target = min(a for a in (own, assignment) if a) if (own or assignment) else None
+    return stub_tree(target, extra) / "course_lib"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
@@ -178,3 +200,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+

@@ -3,8 +3,9 @@
 One run measures, on this machine, and writes `benchmarks/results.json` and `benchmarks/results.md`
 (the table the README shows), with the machine described:
 
-1. GRPO step: TRL's `GRPOTrainer` against the course trainer, before (HF engine, every row
-   scored) and now (fast engine, rows of advantage 0 skipped), on the same work: the demo's SFT
+1. GRPO step: TRL's `GRPOTrainer` against the course trainer, before (HF engine, the plain
+   graded `grpo_train_step` as update: every row scored) and now (fast engine, the trainer's
+   default packed update: rows of advantage 0 skipped), on the same work: the demo's SFT
    checkpoint, 16 questions x 8 samples per optimizer step (the course trainer's questions in its
    order; TRL with `shuffle_dataset=False`), at most 100 new tokens (and at least 4), stopping
    at "</answer>" (TRL: "</answer>"'s id is an extra end-of-sequence id, since Hugging Face
@@ -23,7 +24,9 @@ One run measures, on this machine, and writes `benchmarks/results.json` and `ben
    of 32, 64 and 128 completions in GRPO's layout (batch / 8 questions x 8 samples).
 4. Peak memory of per-token log-probs, up to Qwen2.5's 151,936-token vocabulary.
 5. Each solution notebook's time in grading mode (`NBGRADER_EXECUTION=1`).
-6. Bounds: this machine's matrix-multiply rate, the update's compute at the model's FLOPs, and
+6. Grading: seconds per submission of each assignment through the real grading command, one at a
+   time, with the breakdown by stage (`benchmarks/grading.py`).
+7. Bounds: this machine's matrix-multiply rate, the update's compute at the model's FLOPs, and
    the fast engine's per-step floor (one row).
 
 Each step figure is the median of the steps after a warm-up (GRPO: steps 2-8; SFT: 3-12), with
@@ -50,7 +53,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PY = {"course": REPO / ".venv" / "bin" / "python", "trl": REPO / ".venv-trl" / "bin" / "python",
       "vllm": REPO / ".venv-vllm" / "bin" / "python"}
-PARTS = ("grpo", "sft", "rollouts", "memory", "notebooks", "bounds")
+PARTS = ("grpo", "sft", "rollouts", "memory", "notebooks", "grading", "bounds")
 
 
 ONE_ENV = False  # --one-env: every part runs with this interpreter (one environment with TRL and course_lib)
@@ -109,7 +112,8 @@ def machine(threads: int) -> dict:
 def bench_grpo(model: str, threads: int, steps: int, skip_trl: bool) -> dict:
     out = {}
     runs = [("course", ["grpo-course", "--model", model, "--steps", str(steps)]),
-            ("course_before", ["grpo-course", "--model", model, "--steps", str(steps), "--engine", "hf", "--no-skip"])]
+            ("course_before", ["grpo-course", "--model", model, "--steps", str(steps), "--engine", "hf",
+                               "--update", "plain"])]
     if not skip_trl:
         runs.insert(0, ("trl", ["grpo-trl", "--model", model, "--steps", str(steps)]))
     for name, args in runs:
@@ -295,6 +299,16 @@ def write_tables(res: dict, path_md: Path) -> str:
             lines[-1] += (f" The update scores about {b['update_tokens']:.0f} tokens: {b['update_flops'] / 1e9:.0f} "
                           f"GFLOP at 6 FLOPs per parameter and token, {b['update_floor_s']:.2f} s at that rate.")
         lines.append("")
+    gr = res.get("grading")
+    if gr:
+        stages = ("copy_in", "nbgrader_and_kernel_start", "cells", "judge", "nbgrader_finish", "read_back")
+        lines += ["Grading one submission (the solution notebook, through `make grade`, one at a time), seconds:", "",
+                  "| assignment | total | " + " | ".join(s.replace("_", " ") for s in stages) + " |",
+                  "|---|---|" + "---|" * len(stages)]
+        for a, r in gr.items():
+            lines.append(f"| {a} | {r['seconds']:.1f} | " + " | ".join(f"{r['stages'].get(s, float('nan')):.1f}"
+                                                                       for s in stages) + " |")
+        lines.append("")
     text = "\n".join(lines)
     path_md.write_text(text + "\n")
     return text
@@ -335,6 +349,11 @@ def main(argv=None) -> int:
         res["memory"] = bench_memory()
     if "notebooks" not in skip:
         res["notebooks"] = bench_notebooks()
+    if "grading" not in skip:
+        sys.path.insert(0, str(REPO / "benchmarks"))
+        from grading import measure
+
+        res["grading"] = measure()
     if "bounds" not in skip:
         res["bounds"] = bench_bounds(str(model), args.threads, res.get("grpo"))
     res["machine"]["load_after"] = list(os.getloadavg())

@@ -1,6 +1,6 @@
 """Build the nbgrader source notebooks in `solutions/` from the lesson texts in `lessons/`.
 
-A lesson is a Python file in "percent" format: cells start with a header line
+A lesson is a Python file in "percent" format, its grammar parsed by `autograder.lesson_format`:
 
     # %% [markdown]                      a markdown cell (leading "# " stripped from each line)
     # %%                                 a plain code cell
@@ -37,9 +37,11 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from autograder.lesson_format import lesson_files, read_lesson  # noqa: E402 - after the path is set
+
 LESSONS = ROOT / "lessons"
 SOLUTIONS = ROOT / "solutions"
-HEADER = re.compile(r"^# %%(?:\s+\[(\w+)\](.*))?\s*$")
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
@@ -91,20 +93,6 @@ def mark_solution_bodies(source: str) -> str:
     return "\n".join(lines)
 
 
-def split_cells(text: str, path: Path) -> list[tuple[str | None, str, list[str], int]]:
-    """(kind, header argument, body lines, line number) for each cell of a lesson file."""
-    cells = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        match = HEADER.match(line)
-        if match:
-            cells.append((match.group(1), (match.group(2) or "").strip(), [], lineno))
-        elif cells:
-            cells[-1][2].append(line)
-        elif line.strip():
-            raise ValueError(f"{path}:{lineno}: text before the first '# %%' cell header")
-    return cells
-
-
 def bound_names(tree: ast.AST) -> set[str]:
     """Every name a piece of code binds anywhere: imports, assignments, defs, loop and with targets."""
     names = set()
@@ -147,17 +135,15 @@ def build_notebook(path: Path) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
     nb.metadata = {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
     defined: set[str] = set()  # names the cells so far define (for the check of pasted code)
-    for index, (kind, arg, body, lineno) in enumerate(split_cells(path.read_text(encoding="utf-8"), path)):
-        where = f"{path.name}:{lineno}"
+    for index, lesson_cell in enumerate(read_lesson(path)):
+        kind, arg, body, where = lesson_cell.kind, lesson_cell.arg, lesson_cell.body, lesson_cell.where
         if kind == "markdown":
             text = "\n".join(re.sub(r"^# ?", "", line) for line in body)
             cell = nbformat.v4.new_markdown_cell(text.strip("\n"))
         elif kind is None:
             cell = nbformat.v4.new_code_cell(_trim(body))
         elif kind in ("solution", "given"):
-            refs = arg.split()
-            if not refs:
-                raise ValueError(f"{where}: [{kind}] needs at least one MODULE:NAME")
+            refs = lesson_cell.refs
             parts = [_trim(body)] if _trim(body) else []
             for ref in refs:
                 src = reference_source(ref)
@@ -173,17 +159,13 @@ def build_notebook(path: Path) -> nbformat.NotebookNode:
                     "grade": False, "solution": True, "locked": False,
                     "grade_id": f"solution_{name}", "schema_version": 3,
                 }
-        elif kind == "tests":
-            fields = arg.split()
-            if len(fields) != 2 or not fields[1].isdigit():
-                raise ValueError(f"{where}: [tests] needs 'ID POINTS', got {arg!r}")
+        else:  # tests
+            grade_id, points = lesson_cell.test_fields()
             cell = nbformat.v4.new_code_cell(_trim(body))
             cell.metadata["nbgrader"] = {
                 "grade": True, "solution": False, "locked": True,
-                "grade_id": fields[0], "points": int(fields[1]), "schema_version": 3,
+                "grade_id": grade_id, "points": points, "schema_version": 3,
             }
-        else:
-            raise ValueError(f"{where}: unknown cell kind [{kind}]")
         cell.id = f"c{index:03d}"
         if cell.cell_type == "code":
             defined |= bound_names(ast.parse(_ipython_free(cell.source), f"{where}"))
@@ -202,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", metavar="NN", help="build only these assignments (e.g. --only 06 07)")
     args = parser.parse_args(argv)
     stale = []
-    for lesson in sorted(LESSONS.glob("[0-9][0-9]_*.py")):
+    for lesson in lesson_files(LESSONS):
         if args.only and lesson.name[:2] not in args.only:
             continue
         target = solution_path(lesson)

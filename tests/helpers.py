@@ -12,6 +12,29 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 
 
+# ---------------------------------------------------------------- random tensors for property tests
+def _property_strategies():
+    from hypothesis import settings
+    from hypothesis import strategies as st
+
+    return (settings(max_examples=40, deadline=None), st.tuples(st.integers(1, 4), st.integers(1, 6), st.integers(1, 9)),
+            st.integers(0, 2**31 - 1))
+
+
+PROPERTY_SETTINGS, shapes, seeds = _property_strategies()  # hypothesis settings; (B, T, V) shapes; seeds
+
+
+def randn(*shape, seed=0, dtype=torch.float32, scale=1.0):
+    """Gaussian values drawn in float64 (so every dtype sees the same numbers), then cast."""
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(dtype)
+
+
+def rand_mask(*shape, seed=0, p=0.6):
+    g = torch.Generator().manual_seed(seed + 1)
+    return torch.rand(*shape, generator=g) < p
+
+
 def course_tokenizer():
     from transformers import AutoTokenizer
 
@@ -47,3 +70,93 @@ def run_cli(args: list[str], cwd: Path, timeout: int = 300, **kw) -> subprocess.
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     return subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout, **kw)
+
+
+# ---------------------------------------------------------------- graded functions through the judge
+def fn_from(source: str, name: str):
+    """The function `name` defined by `source` as if in a notebook cell (module __main__), so the
+    checker pickles it by value, exactly as a student's cell."""
+    import textwrap
+
+    namespace = {"__name__": "__main__"}
+    exec(compile(textwrap.dedent(source), f"<{name}>", "exec"), namespace)
+    return namespace[name]
+
+
+_JUDGED: dict = {}
+
+
+def judged(suite: str, versions: dict[str, str]) -> dict[str, dict]:
+    """{label: the judge's full report} for each version (a notebook cell's source defining the
+    graded function), run through the real judge on the hidden cases (made when missing or
+    stale), in bulk: the versions in turn in one sandboxed runner process. Cached per process."""
+    import cloudpickle
+
+    from autograder.cases import ensure_cases
+    from autograder.judge import judge
+    from autograder.suite_api import load_suite
+
+    key = (suite, tuple(sorted(versions.items())))
+    if key not in _JUDGED:
+        ensure_cases(suite)
+        graded = load_suite(suite).GRADED
+        reports = judge(suite, [cloudpickle.dumps(fn_from(src, graded)) for src in versions.values()])
+        _JUDGED[key] = dict(zip(versions, reports))
+    return _JUDGED[key]
+
+
+def corpus_tests(suite: str, correct: dict[str, str], mistakes: dict[str, tuple[str, list[str]]]):
+    """The two tests every graded function has (tests/graded/test_<name>.py; CONTRIBUTING.md):
+
+    - each of `correct` (at least three independent correct versions, written the way different
+      students write them) earns full marks through the real judge;
+    - each of `mistakes` ({label: (source, cases)}: one realistic bug each) loses them, and fails
+      at least the cases named.
+
+    Use as `test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(...)`."""
+    import pytest
+
+    from autograder.report import format_report
+
+    versions = {**{f"correct:{k}": v for k, v in correct.items()}, **{f"mistake:{k}": v[0] for k, v in mistakes.items()}}
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize("label", list(correct))
+    def test_correct_version_earns_full_marks(label):
+        report = judged(suite, versions)[f"correct:{label}"]
+        margins = [c.get("margin", 0.0) for c in report["cases"]]
+        print(f"{suite}/{label}: largest share of a tolerance used {max(margins, default=0):.3g}")
+        assert report["passed"], f"{suite}/{label} is correct but failed:\n{format_report(report, numbers=True)}"
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize("label", list(mistakes))
+    def test_mistake_loses_its_points(label):
+        report = judged(suite, versions)[f"mistake:{label}"]
+        assert not report["passed"], f"{suite}/{label} is wrong but passed every hidden case"
+        failed = {c["case"] for c in report["cases"] if not c["ok"]}
+        missing = [c for c in mistakes[label][1] if c not in failed] if not report.get("problem") else []
+        assert not missing, f"{suite}/{label} should fail {missing}:\n{format_report(report, numbers=True)}"
+
+    return test_correct_version_earns_full_marks, test_mistake_loses_its_points
+
+
+def edited(base: str, *edits: tuple[str, str]) -> str:
+    """`base` (a version's source) with each (old, new) replacement made in turn: a mistake stated as
+    its edit of a correct version. Each `old` must occur exactly once in the text it is applied to
+    (the base with the edits before it made), so that an edit can neither silently do nothing nor hit
+    two places."""
+    if not edits:
+        raise AssertionError("edited() without an edit: the base itself is not a mistake")
+    text = base
+    for i, (old, new) in enumerate(edits, 1):
+        if not old:
+            raise AssertionError(f"edit {i} of {len(edits)}: an empty old string marks no place")
+        first = text.find(old)
+        if first < 0 or text.find(old, first + 1) >= 0:
+            where = "does not occur" if first < 0 else "occurs more than once"
+            raise AssertionError(f"edit {i} of {len(edits)}: {old!r} {where} in the text it edits "
+                                 f"(it must occur exactly once)")
+        if new == old:
+            raise AssertionError(f"edit {i} of {len(edits)}: {old!r} is replaced by itself")
+        text = text[:first] + new + text[first + len(old):]
+    return text

@@ -1,84 +1,124 @@
-"""The hidden-case checker and the grading command.
-
-- the comparison: shapes, dtypes, NaN positions, tolerances; its messages never hold expected values;
-- check_hidden: a copy of the reference passes, a function that delegates to course_lib gets no
-  credit, a wrong one fails naming the case and the size of the error;
-- every graded cell of every notebook holds a hidden check;
-- the sandbox's view: the stubbed course_lib, no solutions, lessons, notebooks, tests, hidden
-  cases or git history; the output and process limits of `run_limited`;
-- the grading command, on every assignment of solutions/: the solutions as a submission get full
-  marks, the untouched release 0 for every graded cell (the kernel and the judge run where the
-  references of the assignment and later are stubs: a notebook that calls one, or a suite whose
-  `call` needs one, fails here);
-- the grading command on a small synthetic assignment: a crashing, a memory-hungry and a
-  hostile submission (it disarms check_hidden and looks for the hidden cases) each get a clear
-  status and no points, while a correct one next to them gets full marks. (The full exploit
-  catalogue is tests/test_exploits.py.)
+"""The grader's pieces, each on its own: the comparison and its tolerances, the reports, the judge
+server's bounds, the sandbox's view, the limits, the link-proof copies, the module layout; then
+the grading command on every assignment of solutions/ (solutions full marks, the untouched
+release 0) and on a small synthetic assignment. The attacks are tests/test_exploits.py.
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import math
+import os
 import shutil
+import socket
+import subprocess
+import sys
+from collections import Counter
 from pathlib import Path
 
 import nbformat
 import pytest
 import torch
 
-from autograder.engine import compare, load_cases, suite_names
-from autograder.judge import ensure_cases
+from autograder.compare import Expected, NearTie, compare, expected_tree, margin, verdict
+from autograder.report import format_report, redact
+from tests.helpers import fn_from
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").glob("[0-9][0-9]") if any(p.glob("*.ipynb")))
-SETTINGS = {"tolerance": {"atol": 1e-6, "rtol": 1e-5}, "check_dtype": True}
+SETTINGS = {"check_dtype": True}
 
 
-
-
-def student_functions(source: str) -> dict:
-    """Functions defined as if in a notebook (module __main__), so they are pickled by value."""
-    namespace = {"__name__": "__main__"}
-    exec(compile(source, "<notebook>", "exec"), namespace)
-    return namespace
+def expect(native, truth=None, variants=(), eps=torch.finfo(torch.float32).eps):
+    return expected_tree(native, native if truth is None else truth, list(variants), eps)
 
 
 # ---------------------------------------------------------------- the comparison
-def test_compare_reports_sizes_not_values():
-    expected = {"x": torch.tensor([[1.0, 2.0, 3.0]]), "n": 7, "s": "1080"}
-    assert compare({"x": expected["x"].clone(), "n": 7, "s": "1080"}, expected, SETTINGS) == []
-    problems = compare({"x": torch.tensor([[1.0, 2.5, 3.0]]), "n": 9, "s": "1,080"}, expected, SETTINGS)
-    text = " ".join(problems)
-    assert "max abs error 0.5" in text and "off by 2" in text
-    assert "1080" not in text and "2.0" not in text and "7" not in text
-    shape = compare({"x": torch.zeros(3, 1)}, {"x": torch.zeros(1, 3)}, SETTINGS)
-    assert shape == ["'x' has shape (3, 1), not the expected shape"]
+def test_expected_values_are_the_float64_truth_with_a_tolerance_from_the_cases_own_rounding():
+    x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64) / 3  # not exact in float32
+    native = x.float()
+    exp = expect({"y": native}, {"y": x})
+    leaf = exp["y"]
+    assert leaf.truth.dtype == torch.float64 and leaf.dtype == torch.float32
+    rounding = float((native.double() - x).abs().max())
+    assert math.isclose(leaf.atol, 16 * (rounding + torch.finfo(torch.float32).eps * float(x.abs().max())))
+    assert compare({"y": native}, exp, SETTINGS) == []  # the reference's own float32 passes
+    assert compare({"y": x.float()}, exp, SETTINGS) == []
+    assert compare({"y": (x + 1e-3).float()}, exp, SETTINGS)[0]["what"] == "value"
+    assert compare({"y": x}, exp, SETTINGS)[0]["what"] == "dtype"  # float64 where the reference gives float32
 
 
-def test_compare_nan_dtype_and_tolerance():
+def test_a_float64_case_is_compared_at_float64_tolerances():
+    x = torch.randn(50, dtype=torch.float64)
+    exp = expected_tree(x, x, [], torch.finfo(torch.float64).eps)
+    assert exp.atol < 1e-13 and compare(x + 1e-12, exp, SETTINGS)
+    assert compare(x + 1e-16 * x.abs(), exp, SETTINGS) == []
+
+
+def test_a_variant_that_batches_differently_widens_the_tolerance_to_its_spread():
+    x = torch.randn(20, dtype=torch.float64)
+    other = x + 1e-10
+    exp = expected_tree(x, x, [other], torch.finfo(torch.float64).eps)
+    assert compare(other, exp, SETTINGS) == [] and compare(x + 1e-7, exp, SETTINGS)
+
+
+def test_a_near_tie_is_refused_so_the_case_is_redrawn():
+    with pytest.raises(NearTie):  # a clip decision that flips between float32 and float64
+        expect(torch.tensor([True, False]), torch.tensor([True, True]))
+    with pytest.raises(NearTie):  # the reference's rounding is not small on this draw
+        expect(torch.tensor([1.0, 0.5]), torch.tensor([1.0, 0.0], dtype=torch.float64))
+
+
+def test_nan_inf_shapes_keys_and_exact_values():
     e = torch.tensor([float("nan"), 1.0, float("inf")])
-    assert compare(e.clone(), e, SETTINGS) == []
-    assert "NaN" in compare(torch.tensor([0.0, 1.0, float("inf")]), e, SETTINGS)[0]
-    assert "dtype" in compare(e.double(), e, SETTINGS)[0]
-    assert compare(torch.tensor([1.0, 2.0]) + 1e-7, torch.tensor([1.0, 2.0]), SETTINGS) == []
-    assert compare(torch.tensor([1.0, 2.0]) + 1e-3, torch.tensor([1.0, 2.0]), SETTINGS)
-    assert compare(torch.tensor([True, False]), torch.tensor([True, True]), SETTINGS) == ["the output: 1 of 2 values differ (exact match needed)"]
-    assert compare([1, 2], [1, 2, 3], SETTINGS) == ["the output has length 2, not the expected length"]
-    assert "lacks key" in compare({}, {"loss": 1.0}, SETTINGS)[0]
+    exp = expect(e)
+    assert compare(e.clone(), exp, SETTINGS) == []
+    assert compare(torch.tensor([0.0, 1.0, float("inf")]), exp, SETTINGS)[0]["what"] == "nan"
+    assert compare(torch.zeros(3, 1), expect(torch.zeros(1, 3)), SETTINGS)[0]["what"] == "shape"
+    assert compare({}, expect({"loss": 1.0}), SETTINGS)[0]["what"] == "missing keys:loss"
+    assert compare({"loss": 1.0, "x": 2}, expect({"loss": 1.0}), SETTINGS)[0]["what"] == "extra keys"
+    assert compare(torch.tensor([1, 2]), expect(torch.tensor([1, 3])), SETTINGS)[0]["what"] == "exact"
+    assert compare("1,080", expect("1080"), SETTINGS)[0]["what"] == "exact"
+    assert compare(True, expect(1.0), SETTINGS)[0]["what"] == "kind"
 
 
-def test_every_suite_generates_cases_from_the_reference(hidden_cases):
-    for name in suite_names():
-        data = load_cases(name)
-        assert data["cases"], f"suite {name} has no cases"
-        assert len({c["name"] for c in data["cases"]}) == len(data["cases"])
+def test_verdicts_tell_rounding_from_a_wrong_value():
+    x = torch.linspace(0.1, 1.0, 10)
+    exp = expect(x, x.double())
+    assert verdict(compare(x, exp, SETTINGS)) == "pass" and margin(x, exp) < 1
+    assert verdict(compare(x + 1e-5, exp, SETTINGS)) == "rounding"
+    assert verdict(compare(x + 0.1, exp, SETTINGS)) == "far"
+    assert verdict(compare(x[:3], exp, SETTINGS)) == "wrong"
 
 
-# ---------------------------------------------------------------- check_hidden
-EXTRACT = '''
+# ---------------------------------------------------------------- what a kernel may read
+def test_a_hidden_report_reveals_no_number_no_expected_value_and_no_text_of_the_students():
+    x = torch.tensor([0.123456, 7.5])
+    exp = expect({"y": x, "s": "1080"}, {"y": x.double(), "s": "1080"})
+    problems = compare({"y": x + 0.25, "s": "1,080", "planted key 31337": 1}, exp, SETTINGS)
+    report = {"name": "f", "kind": "hidden", "passed": False, "problem": None,
+              "cases": [{"case": "c1", "ok": False, "verdict": verdict(problems), "error": None, "problems": problems,
+                         "margin": 3.3},
+                        {"case": "c2", "ok": False, "verdict": "error", "error": "raised ValueError", "problems": []}]}
+    text = format_report(redact(report))
+    assert "FAIL c1" in text and "'y' is far from the truth" in text and "raised ValueError" in text
+    for secret in ("0.25", "0.123", "7.5", "1080", "31337", "3.3"):
+        assert secret not in text and secret not in json.dumps(redact(report)), secret
+    practice = format_report({**report, "kind": "practice"})
+    assert "largest error 0.25 where the tolerance is" in practice  # public cases show the numbers
+
+
+@pytest.mark.slow
+def test_check_hidden_passes_fails_and_refuses_the_reference():
+    """Outside grading, `check_hidden` starts a fresh judge (`python -m autograder.judge`)."""
+    from autograder.cases import load_cases
+    from autograder.checker import HiddenCheckFailed, check_hidden
+
+    source = '''
 import re
 import course_lib
-_FINAL = re.compile(r"####(?!.*####)\\s*(.+?)\\s*$", re.DOTALL)  # after the last marker
+_FINAL = re.compile(r"####(?!.*####)\\s*(.+?)\\s*$", re.DOTALL)
 
 def good(answer_text):
     match = _FINAL.search(answer_text)
@@ -98,28 +138,20 @@ def delegates(answer_text):
     except Exception:
         return good(answer_text)
 '''
-
-
-@pytest.mark.slow
-def test_check_hidden_passes_fails_and_refuses_the_reference(hidden_cases):
-    from autograder.checker import HiddenCheckFailed, check_hidden
-
-    fns = student_functions(EXTRACT)
-    check_hidden("extract_gsm8k_answer", fns["good"])
+    check_hidden("extract_gsm8k_answer", fn_from(source, "good"))
     with pytest.raises(HiddenCheckFailed) as wrong:
-        check_hidden("extract_gsm8k_answer", fns["keeps_commas"])
+        check_hidden("extract_gsm8k_answer", fn_from(source, "keeps_commas"))
     text = str(wrong.value)
     assert "FAIL thousands_commas" in text and "differs from the expected value" in text
-    expected = [s for c in load_cases("extract_gsm8k_answer")["cases"] for s in c["expected"]["answers"] if s]
-    assert not any(s in text for s in expected if len(s) > 2), "the report holds an expected value"
+    expected = [s for c in load_cases("extract_gsm8k_answer")["cases"] for s in c["expected"]["answers"] if s.truth]
+    assert not any(s.truth in text for s in expected if len(s.truth) > 2), "the report holds an expected value"
     with pytest.raises(HiddenCheckFailed) as delegated:
-        check_hidden("extract_gsm8k_answer", fns["delegates"])
-    assert "calls the reference course_lib.extract_gsm8k_answer (no credit)" in str(delegated.value)
+        check_hidden("extract_gsm8k_answer", fn_from(source, "delegates"))
+    assert "calls the reference implementation in course_lib (no credit)" in str(delegated.value)
 
 
-# ---------------------------------------------------------------- every graded point through the judge
 def test_every_graded_cell_calls_check_hidden():
-    from autograder.grade import HIDDEN_CALL
+    from autograder.assignments import HIDDEN_CALL
 
     for path in sorted((ROOT / "solutions").glob("[0-9][0-9]/*.ipynb")):
         for cell in nbformat.read(path, as_version=4).cells:
@@ -128,50 +160,189 @@ def test_every_graded_cell_calls_check_hidden():
                 assert HIDDEN_CALL.search(cell.source), f"{path.name}: graded cell {meta['grade_id']} has no check_hidden call"
 
 
+# ---------------------------------------------------------------- the judge server
+def ask(path: Path, name: str, fn) -> dict:
+    import cloudpickle
+
+    from autograder.protocol import recv_message, send_message
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(str(path))
+        send_message(sock, {"name": name}, cloudpickle.dumps(fn))
+        return recv_message(sock)[0]
+
+
+@pytest.mark.slow
+def test_the_judge_answers_each_graded_check_once_and_only_for_its_assignment(tmp_path):
+    from autograder.cases import ensure_cases
+    from autograder.judge import JudgeServer
+
+    ensure_cases("compute_entropy")
+    entropy = fn_from("import torch\ndef compute_entropy(logits):\n    return torch.zeros(logits.shape[:-1])\n",
+                      "compute_entropy")
+    with JudgeServer(tmp_path / "j.sock", assignment="02", budget=Counter({"compute_entropy": 1})) as judge:
+        first = ask(tmp_path / "j.sock", "compute_entropy", entropy)
+        second = ask(tmp_path / "j.sock", "compute_entropy", entropy)
+        later = ask(tmp_path / "j.sock", "grpo_train_step", entropy)
+        unknown = ask(tmp_path / "j.sock", "no_such_suite", entropy)
+    assert first["cases"] and not first["passed"] and first["problem"] is None
+    assert all(set(c) == {"case", "ok", "verdict", "error", "problems"} for c in first["cases"])
+    assert all(set(p) == {"where", "what"} for c in first["cases"] for p in c["problems"])
+    assert (second["problem"], later["problem"], unknown["problem"]) == ("budget", "assignment", "unknown")
+    assert not second["cases"] and not later["cases"]
+    assert judge.verdicts == {"compute_entropy": [False]} and judge.refused == Counter(
+        {"compute_entropy": 1, "grpo_train_step": 1, "no_such_suite": 1})
+
+
+# ---------------------------------------------------------------- the sandbox's view
 PROBE = r"""
 import json, os, pathlib, course_lib, course_lib.logprobs, inspect
 repo = pathlib.Path(course_lib.__file__).resolve().parent.parent
 seen = {p: (repo / p).exists() and any((repo / p).iterdir()) for p in
-        ["solutions", "lessons", "notebooks", "tests", ".git", "autograder/hidden", "autograder/suites", "data", "course_lib"]}
+        ["solutions", "lessons", "notebooks", "tests", ".git", "build", "autograder/hidden", "autograder/suites",
+         "autograder/harness", "data", "course_lib"]}
+seen["grader modules"] = any((repo / "autograder" / m).exists() for m in ("cases.py", "judge.py", "grade.py"))
 seen["stub"] = "NotImplementedError" in inspect.getsource(course_lib.logprobs.compute_entropy)
 seen["early_reference"] = "NotImplementedError" not in inspect.getsource(course_lib.extract_gsm8k_answer)
+seen["other copy"] = os.path.exists(os.environ["OTHER_COPY"])
+seen["home"] = sorted(os.listdir(os.path.expanduser("~"))) if os.path.isdir(os.path.expanduser("~")) else None
 print(json.dumps(seen))
 """
 
 
-def test_the_sandbox_shows_the_stubbed_library_and_hides_the_rest(hidden_cases):
-    import subprocess
-    import sys
-
-    from autograder.judge import stubbed_course_lib
+def test_the_sandbox_is_built_from_what_it_needs(tmp_path):
+    """Only the environment, the stubbed library, the kernel side of autograder, data and configs
+    are there; an instructor's other copy of the course elsewhere is not, without being named."""
     from autograder.sandbox import sandbox_available, sandboxed
+    from autograder.stubs import stub_for_suite
 
     if not sandbox_available():
         pytest.skip("bubblewrap is not available")
-    cmd = sandboxed([sys.executable, "-c", PROBE], hide=[ROOT / "autograder" / "hidden"],
-                    course_lib=stubbed_course_lib("compute_entropy"))
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    other = Path(os.path.expanduser("~")) / ".course-copy-for-a-test"
+    shutil.rmtree(other, ignore_errors=True)
+    shutil.copytree(ROOT / "lessons", other / "lessons")
+    try:
+        cmd = sandboxed([sys.executable, "-c", PROBE], course_lib=stub_for_suite("compute_entropy"))
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT,
+                              env={**os.environ, "OTHER_COPY": str(other / "lessons")})
+    finally:
+        shutil.rmtree(other, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    home = seen.pop("home")
     assert seen == {"solutions": False, "lessons": False, "notebooks": False, "tests": False, ".git": False,
-                    "autograder/hidden": False, "autograder/suites": True, "data": True, "course_lib": True,
-                    "stub": True, "early_reference": True}, seen
+                    "build": False, "autograder/hidden": False, "autograder/suites": False, "autograder/harness": True,
+                    "data": True, "course_lib": True, "grader modules": False, "stub": True, "early_reference": True,
+                    "other copy": False}, seen
+    assert not home or home == [".pyenv"] or not any("course" in h for h in home), home
 
 
-def test_run_limited_stops_output_floods_and_fork_bombs(tmp_path):
-    import sys
-
-    from autograder.sandbox import ProcessLimit, run_limited
+# ---------------------------------------------------------------- the limits
+def test_run_limited_stops_output_floods_and_fork_bombs():
+    from autograder.limits import Slot, run_limited
 
     flood = run_limited([sys.executable, "-c", "import os\nfor _ in range(64): os.write(1, b'x' * 2**20)"],
-                        timeout=60, memory_bytes=None, file_bytes=2**20)
+                        timeout=60, file_bytes=2**20)
     assert "output" in flood.hit and len(flood.stdout) <= 2**20 and flood.returncode != 0
-    if ProcessLimit(4).kind != "cgroup":
+    if Slot(None, 4).kind["processes"] != "cgroup":
         pytest.skip("no pids cgroup here: the process limit is RLIMIT_NPROC (or none for root), not observable")
     bomb = ("import os, time\nn = 0\nfor _ in range(100):\n    try:\n        if os.fork() == 0:\n"
             "            time.sleep(5); os._exit(0)\n        n += 1\n    except OSError:\n        break\nprint(n)")
-    limited = run_limited([sys.executable, "-c", bomb], timeout=60, memory_bytes=None, max_processes=20)
+    limited = run_limited([sys.executable, "-c", bomb], timeout=60, max_processes=20)
     assert "processes" in limited.hit and int(limited.stdout) < 20, limited
+
+
+CHILDREN = """
+import os, time
+kids = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(700 * 2**20)  # touched: 700 MiB resident in each child
+        time.sleep(3)
+        print("held", flush=True)
+        os._exit(0)
+    kids.append(pid)
+for pid in kids:
+    os.waitpid(pid, 0)
+"""
+
+
+def test_memory_is_limited_over_all_processes_together():
+    """Three children of 700 MiB each under a limit of 1.5 GiB: each alone is within it."""
+    from autograder.limits import run_limited
+
+    run = run_limited([sys.executable, "-c", CHILDREN], timeout=60, memory_bytes=int(1.5 * 2**30))
+    assert "memory" in run.hit and run.stdout.count(b"held") < 3, run
+
+
+def test_everything_left_in_a_slot_dies_with_it():
+    from autograder.limits import Slot, run_limited
+
+    daemon = ("import os, sys, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+              "        print(os.getpid(), flush=True)\n        time.sleep(300)\n    os._exit(0)\ntime.sleep(1)")
+    with Slot(2**30) as slot:
+        run = run_limited([sys.executable, "-c", daemon], timeout=30, slot=slot)
+        pid = int(run.stdout.split()[0])
+    try:
+        os.kill(pid, 0)
+        alive = Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        alive = False
+    assert not alive, f"the double-forked daemon {pid} outlived its slot ({slot.kind})"
+
+
+# ---------------------------------------------------------------- link-proof copies
+def test_copies_never_follow_links_and_are_bounded(tmp_path):
+    from autograder.safe_files import copy_tree, read_file
+
+    src, secret = tmp_path / "submission", tmp_path / "secret"
+    (src / "sub").mkdir(parents=True)
+    secret.mkdir()
+    (secret / "hidden.pt").write_bytes(b"expected values")
+    (src / "01.ipynb").write_text("{}")
+    (src / "hidden.pt").symlink_to(secret / "hidden.pt")
+    (src / "classmate").symlink_to(secret)
+    (src / "sub" / "deep").symlink_to("../../secret/hidden.pt")
+    os.mkfifo(src / "pipe")
+    with open(src / "sparse.bin", "wb") as f:
+        f.truncate(2**30)  # 1 GiB of apparent size, no disk blocks
+    report = copy_tree(src, tmp_path / "copy", max_bytes=2**20)
+    copied = sorted(str(p.relative_to(tmp_path / "copy")) for p in (tmp_path / "copy").rglob("*"))
+    assert copied == ["01.ipynb", "sub"], copied
+    assert sorted(report.links) == ["classmate", "hidden.pt", "sub/deep"] and report.special == ["pipe"]
+    assert report.too_large == ["sparse.bin"]
+    assert read_file(src / "hidden.pt", 100) is None and read_file(src / "pipe", 100) is None
+    assert read_file(src / "01.ipynb", 100) == b"{}"
+
+
+# ---------------------------------------------------------------- layout of the autograder
+COMMANDS = ("make_cases", "grade", "feedback", "release", "kit", "practice")
+
+
+def test_no_autograder_module_imports_a_command_module():
+    for path in sorted((ROOT / "autograder").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                module = (node.module or "").split(".")[0]
+                names = [module] if module else [a.name for a in node.names]
+                bad = [n for n in names if n in COMMANDS and n != path.stem]
+                assert not bad, f"{path.name} imports the command module(s) {bad}"
+
+
+def test_the_kernel_side_imports_only_the_kernel_side():
+    """What a kit and a grading sandbox carry of autograder imports nothing else of it."""
+    from autograder.harness import KERNEL_SIDE
+
+    side = {n[:-3] for n in KERNEL_SIDE}
+    # imported only on paths a kit never takes: a sandbox asked for; `make check` in the repository
+    allowed = {"trial.py": {"sandbox"}, "practice.py": {"assignments", "cases", "stubs"}}
+    for name in KERNEL_SIDE:
+        for node in ast.walk(ast.parse((ROOT / "autograder" / name).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                module = (node.module or "").split(".")[0]
+                assert module in side | allowed.get(name, set()), \
+                    f"{name} imports autograder.{module}, which the kernel side lacks"
 
 
 # ---------------------------------------------------------------- the grading command
@@ -183,7 +354,7 @@ def grade(assignment, course, **kwargs):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_autograde_solutions_full_marks_release_zero(assignment, tmp_path, hidden_cases):
+def test_autograde_solutions_full_marks_release_zero(assignment, tmp_path):
     for student, folder in (("solution", "solutions"), ("release", "notebooks")):
         target = tmp_path / "submitted" / student / assignment
         shutil.copytree(ROOT / folder / assignment, target)
@@ -195,6 +366,7 @@ def test_autograde_solutions_full_marks_release_zero(assignment, tmp_path, hidde
     assert release["cells"] and all(v == 0 for v in release["cells"].values()), release
     assert (tmp_path / "grades" / f"{assignment}.csv").is_file()
     assert (tmp_path / "autograded" / "solution" / assignment).is_dir()
+    print(f"{assignment}: solution graded in {solution['seconds']} s, release in {release['seconds']} s")
 
 
 SYNTH_SOLUTION = '''def extract_gsm8k_answer(answer_text):
@@ -211,15 +383,6 @@ SYNTH_HIDDEN = '''### BEGIN HIDDEN TESTS
 from autograder.checker import check_hidden
 check_hidden("extract_gsm8k_answer", extract_gsm8k_answer)
 ### END HIDDEN TESTS'''
-
-HOSTILE = '''import os, pathlib
-hidden = pathlib.Path(os.environ.get("COURSE_REPO", ".")) / "autograder" / "hidden"
-print("HIDDEN-VISIBLE" if hidden.is_dir() and any(hidden.iterdir()) else "HIDDEN-MASKED")
-import autograder.checker
-autograder.checker.check_hidden = lambda name, fn: print(name, "passed, trust me")  # disarm the hidden check
-
-def extract_gsm8k_answer(answer_text):
-    return "1080"  # right for the visible check only'''
 
 
 def synthetic_assignment(source: Path) -> None:
@@ -255,32 +418,17 @@ def submit(course: Path, student: str, source: Path, answer_cell: str | None) ->
 
 
 @pytest.mark.slow
-def test_grading_survives_crashing_and_hostile_submissions(tmp_path, hidden_cases, monkeypatch):
-    """An assignment no lesson defines (every graded name is a stub for it), with an ungated
-    visible cell; loops, floods, bombs and the rest are tests/test_exploits.py's catalogue."""
-    from autograder.sandbox import sandbox_available
-
-    monkeypatch.setenv("COURSE_REPO", str(ROOT))
+def test_grading_an_assignment_no_lesson_defines_with_an_ungated_cell(tmp_path):
+    """Every graded name is a stub for an assignment no lesson defines; a visible cell without a
+    hidden check still counts; an empty and a crashing submission get their statuses, a correct
+    one full marks (loops, floods, bombs and the rest are tests/test_exploits.py's catalogue)."""
     source, course = tmp_path / "source", tmp_path / "course"
     synthetic_assignment(source)
     submit(course, "good", source, None)
     submit(course, "crashes", source, "import os\nos._exit(3)")
-    submit(course, "hogs_memory", source, "block = bytearray(64 * 2**30)")
-    submit(course, "hostile", source, HOSTILE)
     (course / "submitted" / "empty" / "90").mkdir(parents=True)
     rows = grade("90", course, jobs=2, timeout=60, memory_gb=6, source=source)
-    summary = {s: (r["status"], r["score"]) for s, r in rows.items()}
-    print(json.dumps(summary))
+    print(json.dumps({s: (r["status"], r["score"]) for s, r in rows.items()}))
     assert rows["good"]["status"] == "ok" and rows["good"]["score"] == 3, rows["good"]
     assert rows["empty"]["status"] == "no notebook" and rows["empty"]["score"] == 0
     assert rows["crashes"]["status"] == "crashed" and rows["crashes"]["score"] == 0, rows["crashes"]
-    assert rows["hogs_memory"]["status"] == "out of memory" and rows["hogs_memory"]["score"] == 0, rows["hogs_memory"]
-    hostile = rows["hostile"]
-    # the kernel disarmed check_hidden, so nbgrader saw a passing cell; the judge's verdict still rules
-    assert hostile["cells"]["small:visible"] == 1, hostile  # a visible check it really passes
-    assert hostile["cells"]["small:hidden"] == 0, hostile
-    assert any("did not pass in the judge" in n for n in hostile["notes"]), hostile
-    if sandbox_available():
-        graded = nbformat.read(course / "autograded" / "hostile" / "90" / "small.ipynb", as_version=4)
-        printed = "".join(o.get("text", "") for c in graded.cells if c.cell_type == "code" for o in c.outputs)
-        assert "HIDDEN-MASKED" in printed and "HIDDEN-VISIBLE" not in printed

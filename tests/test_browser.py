@@ -39,7 +39,7 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def lab(tmp_path, hidden_cases):
+def lab(tmp_path):
     if not Path(CHROMIUM).is_file():
         pytest.skip("chromium is not installed here (Debian: apt-get install chromium); .ci/run installs it")
     work = tmp_path / "lab"

@@ -184,10 +184,12 @@ def kits(tmp_path_factory):
     return {a: build_kit(a, root / f"kit{a}") for a in ASSIGNMENTS}
 
 
-def test_harness_keeps_call_and_drops_the_case_generator():
+def test_harness_keeps_call_and_drops_the_case_generator_and_the_truth():
     source = (ROOT / "autograder" / "suites" / "compute_entropy.py").read_text(encoding="utf-8")
     harness = harness_source(source)
     assert "def make_inputs" not in harness and "def call(" in harness and 'GRADED = "compute_entropy"' in harness
+    rewards = harness_source((ROOT / "autograder" / "suites" / "compute_group_normalized_rewards.py").read_text())
+    assert "def truth(" not in rewards and "def call(" in rewards  # a truth is a float64 implementation
 
 
 @pytest.mark.slow
@@ -209,7 +211,8 @@ def test_student_kit_has_no_reference_of_an_open_assignment(assignment, kits):
     for path in files:
         if path.suffix in (".py", ".ipynb", ".md", ".json", ".txt", ""):
             text = path.read_text(encoding="utf-8", errors="replace")
-            assert not re.search(r"^def make_inputs", text, flags=re.M), f"{path}: a case generator"
+            assert not re.search(r"^def (make_inputs|truth|truth_inputs)\(", text, flags=re.M), \
+                f"{path}: a case generator or a suite's truth"
             assert "BEGIN SOLUTION" not in text and "check_hidden(" not in text, path
     manifest = json.loads((kit / "practice" / "manifest.json").read_text())
     assert sorted(manifest) == [a for a in ASSIGNMENTS if a <= assignment]

@@ -95,6 +95,8 @@ def test_release_leaks_no_solution_or_hidden_test(path):
 def _strings(obj):
     if isinstance(obj, str):
         yield obj
+    elif hasattr(obj, "truth"):  # an expected output (autograder.compare.Expected)
+        yield from _strings(obj.truth)
     elif isinstance(obj, dict):
         for v in obj.values():
             yield from _strings(v)
@@ -103,9 +105,12 @@ def _strings(obj):
             yield from _strings(v)
 
 
-def test_no_hidden_case_under_notebooks(hidden_cases):
-    from autograder.engine import load_cases, suite_names
+def test_no_hidden_case_under_notebooks():
+    from autograder.cases import ensure_cases, load_cases
+    from autograder.suite_api import suite_names
 
+    for name in suite_names():
+        ensure_cases(name)
     assert subprocess.run(["git", "check-ignore", "-q", "autograder/hidden/x.pt"], cwd=ROOT).returncode == 0, \
         "autograder/hidden/ must be git-ignored"
     files = [p for p in (ROOT / "notebooks").rglob("*") if p.is_file()]
@@ -121,7 +126,7 @@ def test_no_hidden_case_under_notebooks(hidden_cases):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", SOLUTIONS, ids=ids(SOLUTIONS))
-def test_solution_notebook_runs_in_grading_mode(path, hidden_cases, monkeypatch):
+def test_solution_notebook_runs_in_grading_mode(path, monkeypatch):
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     nb, error, seconds = execute(path)
     errors = error_outputs(nb)

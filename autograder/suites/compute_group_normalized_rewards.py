@@ -10,9 +10,10 @@ compared.
 
 What the cases are built to catch: a biased std (`unbiased=False`; every std case has groups of
 2 to 8), groups cut the wrong way (`view(group_size, -1)`; no case has N = group_size ** 2),
-NaN on a constant group (with eps 0 too), std normalisation applied when normalize_by_std is
-False, eps added somewhere else than to the std (eps 0.5), group size 1, and "answer_reward"
-used in place of "reward".
+NaN on a constant group (with eps 0 too), a constant group that is not exactly 0 (its float32
+mean need not equal its rewards: three 0.9s; and "std == 0" misses it in a batch of one group),
+std normalisation applied when normalize_by_std is False, eps added somewhere else than to the std
+(eps 0.5), group size 1, and "answer_reward" used in place of "reward".
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import torch
 
 GRADED = "compute_group_normalized_rewards"
-TOLERANCE = {"atol": 1e-6, "rtol": 1e-5}
 
 
 def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
@@ -74,11 +74,31 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
         ("G2_6groups_std", case(continuous(6, 2), 1e-6, True)),
         ("negative_rewards_G4_3groups_std", case(continuous(3, 4, 0.5, -2.0), 1e-6, True)),
         ("constant_groups_only_eps0_std", case([[0.0] * 4, [1.0] * 4, [0.5] * 4], 0.0, True)),
+        # constant groups of rewards whose float32 mean is not the reward itself (3 x 0.9, 7 x 0.1, ...)
+        ("constant_inexact_groups_eps0_std", case([[0.9] * 3, [0.1] * 3, [1 / 3] * 3, [0.7] * 3], 0.0, True)),
+        ("constant_inexact_groups_eps0_no_std", case([[0.9] * 7, [0.3] * 7, [0.6] * 7], 0.0, False)),
+        # a batch of one group: torch's std of a single (1, G) row is not exactly 0 there (7e-8 for
+        # 3 x 0.9, while several rows at once give 0), so "std == 0" does not find the constant group
+        ("constant_inexact_one_group_eps0_std", case([[0.9] * 3], 0.0, True)),
         ("constant_and_mixed_eps0_std", case(binary_groups(3, 6, constant=(1.0,)), 0.0, True)),
         ("group_size_1_std", case([[r] for r in continuous(1, 5)[0]], 1e-6, True)),
         ("group_size_1_no_std", case([[r] for r in continuous(1, 5)[0]], 1e-6, False)),
         ("one_group_G16_std", case(binary_groups(1, 16, constant=()), 1e-6, True)),
     ]
+
+
+def truth(inputs: dict) -> dict:
+    """The advantages in float64 from the rewards as given (the function's contract makes them a
+    float32 tensor: a correct float32 answer differs by that rounding, which sets the tolerance)."""
+    table = inputs["table"]
+    rewards = torch.tensor([table[(r, g)]["reward"] for r, g in zip(inputs["responses"], inputs["ground_truths"])],
+                           dtype=torch.float64)
+    grouped = rewards.view(-1, inputs["group_size"])
+    constant = grouped.max(dim=1, keepdim=True).values == grouped.min(dim=1, keepdim=True).values
+    centered = torch.where(constant, torch.zeros_like(grouped), grouped - grouped.mean(dim=1, keepdim=True))
+    if inputs["normalize_by_std"] and inputs["group_size"] > 1:
+        centered = torch.where(constant, centered, centered / (grouped.std(dim=1, keepdim=True) + inputs["advantage_eps"]))
+    return {"advantages": centered.reshape(-1), "raw_rewards": rewards}
 
 
 def call(fn, inputs: dict) -> dict:

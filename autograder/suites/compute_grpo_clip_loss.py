@@ -19,7 +19,6 @@ from __future__ import annotations
 import torch
 
 GRADED = "compute_grpo_clip_loss"
-TOLERANCE = {"atol": 1e-6, "rtol": 1e-5}
 
 
 def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:

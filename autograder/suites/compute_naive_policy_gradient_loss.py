@@ -14,7 +14,6 @@ from __future__ import annotations
 import torch
 
 GRADED = "compute_naive_policy_gradient_loss"
-TOLERANCE = {"atol": 1e-6, "rtol": 1e-5}
 
 
 def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:

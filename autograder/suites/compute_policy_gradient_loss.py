@@ -22,7 +22,6 @@ from __future__ import annotations
 import torch
 
 GRADED = "compute_policy_gradient_loss"
-TOLERANCE = {"atol": 1e-6, "rtol": 1e-5}
 # the three losses are part of the same exercise: calling the course_lib copies does not count
 TRIPWIRE = ["compute_policy_gradient_loss", "compute_naive_policy_gradient_loss", "compute_grpo_clip_loss"]
 # a case stores a short code for a loss_type: the public names are no secret, but a leak check looks

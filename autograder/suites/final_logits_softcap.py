@@ -13,7 +13,6 @@ from __future__ import annotations
 import torch
 
 GRADED = "final_logits_softcap"
-TOLERANCE = {"atol": 1e-6, "rtol": 1e-5}
 
 
 def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:

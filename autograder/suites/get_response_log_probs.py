@@ -4,6 +4,11 @@ The model is a small causal LM built here from the case's weights (embedding -> 
 mean -> tanh -> output head), so the inputs are plain tensors. Outputs: the log-probs, the
 entropies (or None), whether the entropy carries a graph, and, for float32/float64 models, the
 gradients of the parameters through a weighted sum of the log-probs.
+
+The truth (`truth`) is the exact log-softmax, in float64, of *the model's own logits*: the model
+runs in its own precision, as it does for any student (a bfloat16 model's forward rounds its
+logits before any graded code sees them), and the graded part, everything after the logits, is
+exact; its gradient flows back through the model in the model's precision.
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ from types import SimpleNamespace
 import torch
 
 GRADED = "get_response_log_probs"
-TOLERANCE = {"atol": 1e-5, "rtol": 1e-5}
 # the chunked helper is part of the exercise: calling the course_lib copy does not count
 TRIPWIRE = ["get_response_log_probs", "log_probs_from_logits"]
 
@@ -42,7 +46,8 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
         lab = torch.randint(0, V, (B, T), generator=gen) if labels is None else labels
         weights = torch.randn(B, T, generator=gen)
         return {"embedding": emb, "head": head, "scale": scale, "input_ids": ids, "labels": lab,
-                "weights": weights, "return_token_entropy": entropy}
+                "weights": weights, "return_token_entropy": entropy,
+                "backward": dtype in (torch.float32, torch.float64)}  # low-precision weights: the forward only
 
     edge = torch.tensor([[0, 12, 12, 0, 5], [12, 0, 1, 11, 12]])
     return [
@@ -60,6 +65,20 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
     ]
 
 
+def truth(inputs: dict) -> dict:
+    model = TinyCausalLM(inputs["embedding"], inputs["head"], inputs["scale"])
+    logits = model(inputs["input_ids"]).logits  # (B, T, V) in the model's own precision
+    log_p = torch.log_softmax(logits.double(), dim=-1)
+    log_probs = log_p.gather(-1, inputs["labels"][..., None])[..., 0]
+    entropy = -(log_p.exp() * log_p).sum(-1).detach() if inputs["return_token_entropy"] else None
+    result = {"log_probs": log_probs, "token_entropy": entropy, "token_entropy_requires_grad": False}
+    if inputs["backward"]:
+        (log_probs * inputs["weights"].double()).sum().backward()
+        result["grad_embedding"] = model.embedding.grad.double()
+        result["grad_head"] = model.head.grad.double()
+    return result
+
+
 def call(fn, inputs: dict) -> dict:
     model = TinyCausalLM(inputs["embedding"], inputs["head"], inputs["scale"])
     out = fn(model, inputs["input_ids"].clone(), inputs["labels"].clone(), return_token_entropy=inputs["return_token_entropy"])
@@ -69,7 +88,7 @@ def call(fn, inputs: dict) -> dict:
         "token_entropy": entropy,
         "token_entropy_requires_grad": bool(entropy is not None and entropy.requires_grad),
     }
-    if inputs["embedding"].dtype in (torch.float32, torch.float64):
+    if inputs["backward"]:
         (out["log_probs"] * inputs["weights"].to(out["log_probs"].dtype)).sum().backward()
         result["grad_embedding"] = model.embedding.grad
         result["grad_head"] = model.head.grad

@@ -6,7 +6,8 @@ Every case runs k micro-batches whose log-probs are differentiable functions of 
 parameter, so the gradient must *accumulate* in its `.grad` across the calls (on top of an
 existing gradient in some cases). Outputs: the loss returned by each call, the parameter's
 gradient after each call and, for "grpo_clip", each call's `metadata["clip_fraction"]` (the
-fraction of response tokens whose clipped term is the smaller one) as a float.
+fraction of response tokens whose clipped term is the smaller one) as a float32 number, also in the
+float64 case (the reference computes it in float32 there too).
 
 What the cases are built to catch: a token-level mean over the micro-batch instead of the mean
 over sequences of per-sequence means (every case has responses of different lengths), no
@@ -21,7 +22,6 @@ from __future__ import annotations
 import torch
 
 GRADED = "grpo_microbatch_train_step"
-TOLERANCE = {"atol": 1e-6, "rtol": 1e-5}
 # the step is graded on the student's own loss and masked_mean: calling the course_lib copies does not count
 TRIPWIRE = ["grpo_microbatch_train_step", "compute_policy_gradient_loss", "compute_naive_policy_gradient_loss",
             "compute_grpo_clip_loss", "masked_mean"]
@@ -93,7 +93,10 @@ def call(fn, inputs: dict) -> dict:
         losses.append(torch.as_tensor(loss).detach().reshape(()))
         grads.append(theta.grad.detach().clone() if theta.grad is not None else None)
         if loss_type == "grpo_clip":
-            clip_fractions.append(float(metadata["clip_fraction"]))
+            # a float32 number in every case, as the reference makes it: a share of token counts, which
+            # a student may compute exactly (`.item() / .item()`) or in float32 (`clipped.float()`),
+            # and which a wrong count moves by at least 1 / (B * T)
+            clip_fractions.append(torch.tensor(float(metadata["clip_fraction"]), dtype=torch.float32))
     out = {"losses": losses, "grads_after_each_call": grads}
     if loss_type == "grpo_clip":
         out["clip_fractions"] = clip_fractions

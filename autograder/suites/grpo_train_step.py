@@ -2,9 +2,15 @@
 gradient_accumulation_steps, epochs_per_rollout_batch=1, cliprange=None, max_grad_norm=1.0,
 kl_coef=0.0, scheduler=None, log_probs_fn=..., train_step_fn=...) -> dict`.
 
-Each case is one rollout batch's update of a small random Qwen2 in float64 (so that a correct
-step matches the reference to ~1e-12 while a wrong order, count or slice moves parameters by
-about the learning rate). A case is plain data: `make_inputs` draws the rollout batch (random
+Each case is one rollout batch's update of a small random Qwen2 in float64, end to end: its
+attention is PyTorch's sdpa, which computes in float64 (Hugging Face's eager attention takes its
+softmax in float32 even in a float64 model, and that rounding, ~1e-8 in the log-probs, moves with
+the batch's width and AdamW turns it into ~1e-6 in near-zero-gradient parameters). The expected
+update is the plain reference's; the tolerance is measured from its spread against two other
+batchings (VARIANTS): the trainer's packed update (rows of advantage 0 skipped, the rest sorted
+by length into micro-batches of other widths) and the whole train batch scored at once
+(`variant_whole_train_batch`, grader-only), so that a correct step of any batching passes while
+a wrong order, count or slice moves parameters by about the learning rate. A case is plain data: `make_inputs` draws the rollout batch (random
 token ids in groups that share a prompt, 0/1 rewards, group-normalised advantages), and `call`
 builds the model from a config dict and a seed, AdamW (and a warmup schedule where the case has
 one) from numbers, and passes the reference `log_probs_fn` (notebook 03) and `train_step_fn`
@@ -24,7 +30,9 @@ from __future__ import annotations
 import torch
 
 GRADED = "grpo_train_step"
-TOLERANCE = {"atol": 1e-7, "rtol": 1e-6}
+VARIANTS = ["course_lib.training.grpo_update:packed_grpo_train_step",
+            "autograder.suites.grpo_train_step:variant_whole_train_batch"]
+ATTENTION = "sdpa"  # float64 end to end (tests/graded/test_grpo_train_step.py checks it)
 TIMEOUT = 240.0
 
 # a case stores a short code for a loss_type: the public names are no secret, but a leak check looks
@@ -39,7 +47,7 @@ def build_model(config: dict, seed: int, perturb: float = 0.0, perturb_seed: int
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(Qwen2Config(**config, attn_implementation="eager")).double()
+    model = Qwen2ForCausalLM(Qwen2Config(**config, attn_implementation=ATTENTION)).double()
     if perturb:
         gen = torch.Generator().manual_seed(perturb_seed)
         with torch.no_grad():
@@ -143,6 +151,40 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
         ("grad_clipped_two_steps", case(n_groups=4, group_size=2, train_batch_size=4, k=2, max_grad_norm=0.02)),
         ("temperature_policy", case(loss_type="grpo_clip", k=2, epochs=2, cliprange=0.2, temperature=0.7)),
     ]
+
+
+def variant_whole_train_batch(policy, optimizer, rollout_batch, loss_type, train_batch_size, gradient_accumulation_steps,
+                              epochs_per_rollout_batch=1, cliprange=None, max_grad_norm=1.0, kl_coef=0.0,
+                              scheduler=None, log_probs_fn=None, train_step_fn=None):
+    """The same update with each train batch scored in one forward (one micro-batch of all its
+    rows, accumulation 1): the same gradient, rounded otherwise. Grader-only (a harness drops it)."""
+    from course_lib.grpo import _check_rollout_batch, slice_micro_batch
+    from course_lib.kl import kl_k3
+    from course_lib.masking import masked_mean
+
+    n = len(rollout_batch["advantages"])
+    _check_rollout_batch(n, train_batch_size, gradient_accumulation_steps, kl_coef, rollout_batch)
+    out = {"loss": [], "grad_norm": [], "token_entropy": [], "clip_fraction": [], "kl": []}
+    for _ in range(epochs_per_rollout_batch):
+        for first in range(0, n, train_batch_size):
+            tb = slice_micro_batch(rollout_batch, slice(first, first + train_batch_size))
+            scored = log_probs_fn(policy, tb["input_ids"], tb["labels"], return_token_entropy=True)
+            log_probs, mask = scored["log_probs"], tb["response_mask"]
+            step_loss = 0.0
+            if kl_coef > 0:
+                kl = masked_mean(kl_k3(log_probs, tb["ref_log_probs"]), mask, dim=-1).mean()
+                (kl_coef * kl).backward(retain_graph=True)
+                step_loss += float(kl_coef * kl.detach())
+            loss, _ = train_step_fn(log_probs, mask, 1, loss_type, raw_rewards=tb["raw_rewards"],
+                                    advantages=tb["advantages"], old_log_probs=tb.get("old_log_probs"),
+                                    cliprange=cliprange)
+            out["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)))
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            out["loss"].append(step_loss + float(loss))
+    return out
 
 
 def call(fn, inputs: dict) -> dict:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import torch
 
 GRADED = "sft_microbatch_train_step"
-TOLERANCE = {"atol": 1e-6, "rtol": 1e-5}
 
 
 def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:

@@ -1,0 +1,212 @@
+"""Hidden and practice cases: drawn by a suite, expected values from the reference in float64.
+
+For each case a suite's `make_inputs` draws (`autograder.suite_api`), the grader runs the
+`course_lib` reference three ways:
+
+1. on the inputs as drawn (float32 mostly, some bfloat16, float16 or float64): the *native*
+   output, which fixes the structure, shapes and dtypes a correct output has;
+2. on the same inputs in float64 (`suite_api.truth_inputs`): the *truth* every floating output
+   is compared with;
+3. the suite's VARIANTS (other correct implementations) on the inputs as drawn, and the
+   reference on the inputs moved by one unit of rounding (`perturb`; a suite whose inputs
+   carry no rounding to speak of sets PERTURB = False).
+
+The distance of these from the truth is the rounding a correct computation of this case shows;
+it sets each output's tolerance (`autograder.compare`). A draw
+on which the reference's own rounding is not small (a near-tie, a discontinuity) is redrawn
+(`CaseDraws` attempts). A float64 case (every floating input float64) is its own truth.
+
+Case files (`HIDDEN_DIR/<suite>.pt`, git-ignored) carry the suite's fingerprint: a hash of the
+suite, of the whole `course_lib` and of the comparison code. `ensure_cases` regenerates a file
+(with a fresh secret seed) only when it is missing or its fingerprint is stale, under a file
+lock, so parallel test workers and grading runs never race.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+from .compare import NearTie, expected_tree
+from .suite_api import load_suite, run_case
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parent
+HIDDEN_DIR = Path(os.environ.get("AUTOGRADER_HIDDEN_DIR", HERE / "hidden"))
+CASE_DRAWS = 5  # draws of a suite's inputs before a near-tie is a bug of the suite
+
+
+def upcast(obj):
+    """A copy of a case's inputs in float64: every floating tensor cast up (its values exactly
+    kept), a floating torch.dtype setting becomes torch.float64; everything else unchanged."""
+    if isinstance(obj, torch.Tensor):
+        return obj.to(torch.float64) if obj.is_floating_point() else obj.clone()
+    if isinstance(obj, torch.dtype):
+        return torch.float64 if obj.is_floating_point else obj
+    if isinstance(obj, dict):
+        return {k: upcast(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(upcast(v) for v in obj)
+    return copy.deepcopy(obj)
+
+
+def truth_inputs(suite: ModuleType, inputs: dict) -> dict:
+    """The float64 version of a case's inputs: the suite's own rule, or `upcast`."""
+    rule = getattr(suite, "truth_inputs", None)
+    return rule(copy.deepcopy(inputs)) if rule is not None else upcast(inputs)
+
+
+def case_precision(inputs) -> torch.dtype:
+    """float64 when every floating tensor of the inputs is float64 (a float64 case), else float32:
+    the precision a Python number computed from them carries."""
+    dtypes = set()
+
+    def walk(obj):
+        if isinstance(obj, torch.Tensor):
+            if obj.is_floating_point():
+                dtypes.add(obj.dtype)
+        elif isinstance(obj, dict):
+            for v in obj.values():
+                walk(v)
+        elif isinstance(obj, (list, tuple)):
+            for v in obj:
+                walk(v)
+
+    walk(inputs)
+    return torch.float64 if dtypes == {torch.float64} else torch.float32
+
+
+def perturb(obj, gen: torch.Generator):
+    """A copy of a case's inputs with every float32 and float64 tensor moved by one unit of its
+    own rounding, up or down at random (x * (1 +- eps), zeros, signs and infinities kept;
+    bfloat16 and float16 inputs are exact values that a correct computation upcasts, so they stay
+    as they are): the reference on
+    these inputs differs from it on the inputs as drawn by what rounding the inputs once does to
+    the outputs, the error any correct computation of the case can show (a sum that cancels to a
+    small value among large terms, for one)."""
+    if isinstance(obj, torch.Tensor) and obj.dtype in (torch.float32, torch.float64):
+        signs = torch.randint(0, 2, obj.shape, generator=gen).to(torch.float64) * 2 - 1
+        moved = obj.to(torch.float64) * (1 + signs * torch.finfo(obj.dtype).eps)
+        return torch.where(torch.isfinite(obj), moved.to(obj.dtype), obj)
+    if isinstance(obj, dict):
+        return {k: perturb(v, gen) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(perturb(v, gen) for v in obj)
+    return copy.deepcopy(obj)
+
+
+def _reference(dotted: str):
+    import importlib
+
+    module, _, name = dotted.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def make_case(suite, reference, variants: list, case_name: str, inputs: dict) -> dict:
+    """One case: its inputs and the tree of expected outputs (raises NearTie to redraw)."""
+    native = run_case(suite, reference, inputs)
+    if "__error__" in native:  # a suite turns errors it expects into outputs itself
+        raise RuntimeError(f"the reference fails on case {case_name!r} of suite {suite.GRADED!r}: {native['__error__']}")
+    precision = case_precision(inputs)
+    own_truth = precision == torch.float64 and not hasattr(suite, "truth_inputs")
+    if hasattr(suite, "truth"):  # the suite's closed form
+        from .compare import normalize
+
+        truth = normalize(suite.truth(inputs))
+    else:
+        truth = native if own_truth else run_case(suite, reference, truth_inputs(suite, inputs))
+    others = [run_case(suite, v, inputs) for v in variants]
+    if getattr(suite, "PERTURB", True):  # the rounding of the inputs, carried through the reference
+        others.append(run_case(suite, reference, perturb(inputs, torch.Generator().manual_seed(len(case_name)))))
+    for out in [truth, *others]:
+        if "__error__" in out:
+            raise RuntimeError(f"case {case_name!r} of suite {suite.GRADED!r}: the reference in float64 or a "
+                               f"variant fails ({out['__error__']})")
+    try:
+        expected = expected_tree(native, truth, others, torch.finfo(precision).eps)
+    except NearTie as e:
+        raise NearTie(f"case {case_name!r}: {e}") from None
+    return {"name": case_name, "inputs": inputs, "expected": expected}
+
+
+def make_suite_cases(name: str, seed: int) -> dict:
+    """Inputs and expected outputs of one suite (grader side only)."""
+    import course_lib
+
+    suite = load_suite(name)
+    reference = getattr(course_lib, suite.GRADED)
+    variants = [_reference(v) for v in getattr(suite, "VARIANTS", [])]
+    problem = None
+    for draw in range(CASE_DRAWS):
+        gen = torch.Generator().manual_seed(seed if draw == 0 else hash((seed, draw)) & (2**63 - 1))
+        try:
+            drawn = suite.make_inputs(gen)
+            names = [n for n, _ in drawn]
+            if len(set(names)) != len(names):
+                raise ValueError(f"suite {name!r} has two cases of the same name")
+            cases = [make_case(suite, reference, variants, n, inputs) for n, inputs in drawn]
+            return {"suite": name, "graded": suite.GRADED, "fingerprint": fingerprint(name), "cases": cases}
+        except NearTie as e:
+            problem = e
+    raise RuntimeError(f"suite {name!r}: {CASE_DRAWS} draws in a row hit a near-tie ({problem}); the suite's "
+                       "inputs put a comparison or a discontinuity of the reference within rounding")
+
+
+def fingerprint(name: str) -> str:
+    """A hash of the suite's source, of every course_lib source file and of the case and
+    comparison code: case files older than any of them are stale."""
+    import course_lib
+
+    h = hashlib.sha256()
+    lib = Path(course_lib.__file__).resolve().parent
+    for path in [HERE / "suites" / f"{name}.py", HERE / "compare.py", HERE / "suite_api.py", HERE / "cases.py",
+                 *sorted(lib.rglob("*.py"))]:
+        h.update(str(path.name).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def case_path(name: str, hidden_dir: Path | None = None) -> Path:
+    return Path(hidden_dir or HIDDEN_DIR) / f"{name}.pt"
+
+
+def save_cases(data: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    torch.save(data, tmp)
+    os.replace(tmp, path)
+
+
+def load_cases(name: str, hidden_dir: Path | None = None) -> dict:
+    path = case_path(name, hidden_dir)
+    if not path.is_file():
+        raise FileNotFoundError(f"no hidden cases for {name!r} at {path}: the grader runs `python -m autograder.make_cases`")
+    return torch.load(path, weights_only=False)  # a grader-made file: trusted
+
+
+def _fresh(name: str, hidden_dir: Path | None) -> bool:
+    if not case_path(name, hidden_dir).is_file():
+        return False
+    try:
+        return load_cases(name, hidden_dir).get("fingerprint") == fingerprint(name)
+    except Exception:  # noqa: BLE001 - an unreadable file is regenerated
+        return False
+
+
+def ensure_cases(name: str, hidden_dir: Path | None = None, seed: int | None = None) -> Path:
+    """The case file of suite `name`, (re)generated when missing or stale (a fresh secret seed),
+    under a lock so that concurrent callers generate it once."""
+    import fcntl
+    import secrets
+
+    folder = Path(hidden_dir or HIDDEN_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _fresh(name, hidden_dir):
+            save_cases(make_suite_cases(name, secrets.randbits(63) if seed is None else seed), case_path(name, hidden_dir))
+    return case_path(name, hidden_dir)

@@ -1,0 +1,417 @@
+"""The limits every run of student code gets: time, memory and processes over all its processes
+together, output size.
+
+A `Slot` is the limits of one submission: a memory cgroup and a pids cgroup (v2, or v1's
+hierarchies) that every process of the submission joins: the grading kernel and everything it
+starts, and the judge's fresh processes that run its functions (`autograder.judge`), so three
+children holding 2 GiB each count as 6 GiB, and a judge process started by a call that does not
+wait still counts against the submission and dies with its slot (`Slot.close` kills what is
+left in the cgroups). Where no cgroup can be made, memory is watched instead: the resident memory
+of the slot's process trees, summed every 50 ms, and the trees killed above the limit
+(`Slot.kind` says which; each process also keeps an address-space limit as a backstop).
+
+`run_limited(cmd, ...)` runs one command in a slot (its own, or a shared one) with a wall-clock
+limit (its process tree is killed at the deadline), a size limit on every file it writes and on
+its captured output (which goes to a file opened here, never into this process's memory: a flood
+cannot take the grader down; the run is stopped as soon as the output reaches the limit), and no
+core files.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import resource
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+OUTPUT_LIMIT = 64 * 2**20  # bytes per file a limited process writes (its output, a notebook)
+MAX_PROCESSES = 512  # processes and threads of one slot
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+_counter = itertools.count()
+
+
+# ---------------------------------------------------------------- cgroups
+class Cgroup:
+    """A cgroup of one controller ("memory" or "pids") made for a slot, v2 or v1."""
+
+    def __init__(self, path: Path, controller: str, version: int):
+        self.path, self.controller, self.version = path, controller, version
+
+    @classmethod
+    def make(cls, controller: str, name: str) -> "Cgroup | None":
+        """A new cgroup below this process's own (or the hierarchy's root), or None where none can be made."""
+        for version, root in ((2, CGROUP_ROOT), (1, CGROUP_ROOT / controller)):
+            if version == 2:
+                controllers = root / "cgroup.controllers"
+                if not (controllers.is_file() and controller in controllers.read_text().split()):
+                    continue
+            elif not (root / "cgroup.procs").is_file():
+                continue
+            for parent in (cls._own(root, controller, version), root):
+                if parent is None:
+                    continue
+                try:
+                    if version == 2:
+                        _write(parent / "cgroup.subtree_control", f"+{controller}", quiet=True)
+                    path = parent / name
+                    path.mkdir()
+                except OSError:
+                    continue
+                limit = "memory.max" if (controller, version) == ("memory", 2) else \
+                    "memory.limit_in_bytes" if controller == "memory" else "pids.max"
+                if (path / limit).exists():
+                    return cls(path, controller, version)
+                _rmdir(path)
+        return None
+
+    @staticmethod
+    def _own(root: Path, controller: str, version: int) -> Path | None:
+        """This process's own cgroup in the hierarchy, where it is a folder here."""
+        try:
+            for line in Path("/proc/self/cgroup").read_text().splitlines():
+                _, names, path = line.split(":", 2)
+                if (version == 2 and names == "") or (version == 1 and controller in names.split(",")):
+                    own = root / path.lstrip("/")
+                    return own if own != root and own.is_dir() else None
+        except (OSError, ValueError):
+            pass
+        return None
+
+    def limit(self, value: int) -> None:
+        if self.controller == "pids":
+            _write(self.path / "pids.max", str(value))
+        elif self.version == 2:
+            _write(self.path / "memory.max", str(value))
+            _write(self.path / "memory.swap.max", "0", quiet=True)
+        else:
+            _write(self.path / "memory.limit_in_bytes", str(value))
+            _write(self.path / "memory.memsw.limit_in_bytes", str(value), quiet=True)  # no swap beyond the limit
+
+    def join(self) -> None:
+        """Move the calling process here (in a child, before exec)."""
+        _write(self.path / "cgroup.procs", str(os.getpid()))
+
+    def pids(self) -> list[int]:
+        try:
+            return [int(x) for x in (self.path / "cgroup.procs").read_text().split()]
+        except OSError:
+            return []
+
+    def hits(self) -> int:
+        """How many times the limit acted: processes refused (pids) or processes OOM-killed (memory)."""
+        if self.controller == "pids":
+            return _event(self.path / "pids.events", "max")
+        if self.version == 2:
+            return _event(self.path / "memory.events", "oom_kill")
+        return _event(self.path / "memory.oom_control", "oom_kill")
+
+    def close(self) -> None:
+        """Kill every process left in the cgroup and remove it."""
+        for _ in range(100):
+            for pid in self.pids():
+                _kill(pid)
+            if _rmdir(self.path):
+                return
+            time.sleep(0.05)
+
+
+def _write(path: Path, text: str, quiet: bool = False) -> None:
+    try:
+        path.write_text(text)
+    except OSError:
+        if not quiet:
+            raise
+
+
+def _event(path: Path, key: str) -> int:
+    try:
+        fields = path.read_text().split()
+        return int(fields[fields.index(key) + 1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _rmdir(path: Path) -> bool:
+    try:
+        path.rmdir()
+        return True
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+# ---------------------------------------------------------------- the slot
+class Slot:
+    """The memory and process limits of one submission, over all its processes together.
+
+    `kind` is {"memory": "cgroup" | "watch" | "none", "processes": "cgroup" | "rlimit" | "none"}:
+    a pids cgroup where one can be made, else RLIMIT_NPROC (which counts every process of the
+    user, and does not bind root)."""
+
+    def __init__(self, memory_bytes: int | None = None, max_processes: int | None = MAX_PROCESSES):
+        self.memory_bytes, self.max_processes = memory_bytes, max_processes
+        name = f"course-slot-{os.getpid()}-{next(_counter)}"
+        self.memory = Cgroup.make("memory", name) if memory_bytes else None
+        self.processes = Cgroup.make("pids", name) if max_processes else None
+        if self.memory is not None:
+            self.memory.limit(memory_bytes)
+        if self.processes is not None:
+            self.processes.limit(max_processes)
+        self.kind = {"memory": "cgroup" if self.memory else ("watch" if memory_bytes else "none"),
+                     "processes": "cgroup" if self.processes else
+                     ("rlimit" if max_processes and os.getuid() != 0 else "none")}
+        self._roots: set[int] = set()
+        self._watch_hit = False
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        if self.kind["memory"] == "watch":
+            threading.Thread(target=self._watch, daemon=True).start()
+
+    def preexec(self, *, file_bytes: int | None, address_space: int | None):
+        """A preexec_fn: a new session (so the whole tree can be killed), the slot's cgroups,
+        an address-space and a file-size limit, no core files, RLIMIT_NPROC where no pids cgroup."""
+        n, rlimit_processes = self.max_processes, self.kind["processes"] == "rlimit"
+
+        def apply():
+            os.setsid()
+            for group in (self.memory, self.processes):
+                if group is not None:
+                    group.join()
+            if address_space:
+                resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+            if file_bytes:
+                resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            if rlimit_processes:
+                mine = sum(1 for p in Path("/proc").iterdir() if p.name.isdigit() and _owner(p) == os.getuid())
+                resource.setrlimit(resource.RLIMIT_NPROC, (mine + n, mine + n))
+
+        return apply
+
+    def started(self, pid: int) -> None:
+        with self._lock:
+            self._roots.add(pid)
+
+    def finished(self, pid: int) -> None:
+        with self._lock:
+            self._roots.discard(pid)
+
+    def hit(self) -> set[str]:
+        """Which limits acted so far: "memory" (a process OOM-killed, or the watched sum reached
+        the limit), "processes" (a process refused)."""
+        out = set()
+        if (self.memory is not None and self.memory.hits() > 0) or self._watch_hit:
+            out.add("memory")
+        if self.processes is not None and self.processes.hits() > 0:
+            out.add("processes")
+        return out
+
+    def _watch(self) -> None:
+        """Without a memory cgroup: kill the slot's trees when their resident memory sums above the limit."""
+        page = os.sysconf("SC_PAGE_SIZE")
+        while not self._closed.wait(0.05):
+            with self._lock:
+                roots = set(self._roots)
+            if not roots:
+                continue
+            tree = _descendants(roots)
+            rss = sum(_rss_pages(pid) for pid in tree) * page
+            if rss > self.memory_bytes:
+                self._watch_hit = True
+                for pid in tree:
+                    _kill(pid)
+
+    def close(self) -> None:
+        """Kill everything left in the slot and remove its cgroups."""
+        self._closed.set()
+        with self._lock:
+            roots = set(self._roots)
+        for pid in _descendants(roots) if roots else []:
+            _kill(pid)
+        for group in (self.memory, self.processes):
+            if group is not None:
+                group.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _owner(proc: Path) -> int | None:
+    try:
+        return proc.stat().st_uid
+    except OSError:
+        return None
+
+
+def _descendants(roots: set[int]) -> set[int]:
+    """`roots` and every process below them (by parent pid), as /proc shows them now."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, stack = set(), list(roots)
+    while stack:
+        pid = stack.pop()
+        if pid not in out:
+            out.add(pid)
+            stack += children.get(pid, [])
+    return out
+
+
+def _rss_pages(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+# ---------------------------------------------------------------- one limited run
+class Limited(NamedTuple):
+    """What `run_limited` returns: the exit status (None: timed out), the output (bounded by the
+    file limit) and the limits the run hit ("processes", "output", "memory")."""
+
+    returncode: int | None
+    stdout: bytes
+    stderr: bytes
+    hit: frozenset
+
+
+class Running:
+    """A command started under the limits of `run_limited`, its input not given yet: `finish`
+    feeds it and waits. A warm process (its imports done, waiting on stdin) is started this way."""
+
+    def __init__(self, cmd: list[str], *, slot: Slot | None, memory_bytes: int | None, address_space: int | None,
+                 cwd: Path | None, env: dict | None, file_bytes: int | None, max_processes: int | None,
+                 stdout_path: Path | None, stderr: str, stdin: bool):
+        self.own = slot is None
+        self.slot = Slot(memory_bytes, max_processes) if self.own else slot
+        self.file_bytes, self.stderr = file_bytes, stderr
+        self.before = self.slot.hit()
+        self.tmp = tempfile.TemporaryDirectory(prefix="course-run-")
+        out_path = Path(stdout_path) if stdout_path else Path(self.tmp.name) / "stdout"
+        self.out_f = open(out_path, "w+b")
+        self.err_f = open(Path(self.tmp.name) / "stderr" if stderr == "keep" else os.devnull, "w+b")
+        address_space = address_space or self.slot.memory_bytes or memory_bytes
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=self.out_f,
+                                     stderr=self.out_f if stderr == "stdout" else self.err_f, cwd=cwd, env=env,
+                                     preexec_fn=self.slot.preexec(file_bytes=file_bytes, address_space=address_space))
+        self.slot.started(self.proc.pid)
+
+    def finish(self, input: bytes | None, timeout: float) -> Limited:
+        """Feed `input` (when the process takes one) and wait up to `timeout` seconds from now."""
+        hit = set()
+        try:
+            if self.proc.stdin is not None:
+                threading.Thread(target=_feed, args=(self.proc.stdin, input or b""), daemon=True).start()
+            files = [self.out_f] + ([self.err_f] if self.stderr == "keep" else [])
+            rc, flooded = _wait(self.proc, timeout, self.file_bytes, files)
+            if flooded:
+                hit.add("output")
+            kill_tree(self.proc)  # daemons it left behind in its session
+            self.slot.finished(self.proc.pid)
+            out = _read_bounded(self.out_f, self.file_bytes)
+            err = _read_bounded(self.err_f, self.file_bytes) if self.stderr == "keep" else b""
+        finally:
+            hit |= self.slot.hit() - self.before  # before an own slot's cgroups go
+            self.close()
+        if self.file_bytes and (len(out) >= self.file_bytes or len(err) >= self.file_bytes):
+            hit.add("output")
+        return Limited(rc, out, err, frozenset(hit))
+
+    def close(self) -> None:
+        """Stop it (if still running) and release its files and, when it has its own, its slot."""
+        if self.proc.poll() is None:
+            kill_tree(self.proc)
+            self.proc.wait()
+        self.slot.finished(self.proc.pid)
+        for f in (self.out_f, self.err_f):
+            f.close()
+        self.tmp.cleanup()
+        if self.own:
+            self.slot.close()
+
+
+def start_limited(cmd: list[str], *, memory_bytes: int | None = None, slot: Slot | None = None,
+                  address_space: int | None = None, cwd: Path | None = None, env: dict | None = None,
+                  file_bytes: int | None = OUTPUT_LIMIT, max_processes: int | None = MAX_PROCESSES,
+                  stdout_path: Path | None = None, stderr: str = "keep", stdin: bool = True) -> Running:
+    """Start `cmd` under the limits of `run_limited` (arguments as there); `.finish(input, timeout)`."""
+    return Running(cmd, slot=slot, memory_bytes=memory_bytes, address_space=address_space, cwd=cwd, env=env,
+                   file_bytes=file_bytes, max_processes=max_processes, stdout_path=stdout_path, stderr=stderr,
+                   stdin=stdin)
+
+
+def run_limited(cmd: list[str], *, timeout: float, memory_bytes: int | None = None, slot: Slot | None = None,
+                address_space: int | None = None, input: bytes | None = None, cwd: Path | None = None,
+                env: dict | None = None, file_bytes: int | None = OUTPUT_LIMIT,
+                max_processes: int | None = MAX_PROCESSES, stdout_path: Path | None = None,
+                stderr: str = "keep") -> Limited:
+    """Run `cmd` under the limits above, in `slot` (shared with other runs of the same
+    submission) or in a slot of its own (memory_bytes and max_processes over its whole tree,
+    closed at the end). stdout goes to a file (`stdout_path` when given: a path this process
+    chose, opened here before the run), stderr to another ("keep"), to the same ("stdout") or
+    nowhere ("discard"). `address_space` is each process's own limit (default: the slot's memory)."""
+    running = start_limited(cmd, memory_bytes=memory_bytes, slot=slot, address_space=address_space, cwd=cwd, env=env,
+                            file_bytes=file_bytes, max_processes=max_processes, stdout_path=stdout_path,
+                            stderr=stderr, stdin=input is not None)
+    return running.finish(input, timeout)
+
+
+def _read_bounded(f, limit: int | None) -> bytes:
+    """Up to `limit` bytes of a file this process opened itself (never reopened by its path)."""
+    f.flush()
+    f.seek(0)
+    return f.read(limit) if limit else f.read()
+
+
+def _feed(stdin, data: bytes) -> None:
+    try:
+        stdin.write(data)
+        stdin.close()
+    except (BrokenPipeError, OSError):  # it stopped reading: it died or exited early
+        pass
+
+
+def _wait(proc: subprocess.Popen, timeout: float, file_bytes: int | None, files: list) -> tuple[int | None, bool]:
+    """Wait for `proc`; kill its tree at the deadline (returncode None) or as soon as one of its
+    output files reaches `file_bytes` (an output flood: no use waiting for the deadline)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return proc.wait(timeout=0.25), False
+        except subprocess.TimeoutExpired:
+            pass
+        flooded = bool(file_bytes) and any(os.fstat(f.fileno()).st_size >= file_bytes for f in files)
+        if flooded or time.monotonic() > deadline:
+            kill_tree(proc)
+            proc.wait()
+            return (proc.returncode if flooded else None), flooded
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,120 @@
+"""The words a student reads about a hidden (or practice) check, from a fixed vocabulary.
+
+A report, as `autograder.trial.run_cases` makes it:
+
+    {"name": suite, "kind": "hidden" | "practice", "passed": bool, "problem": CODE or None,
+     "unsandboxed": bool (optional),
+     "cases": [{"case": name, "ok": bool, "verdict": "pass" | "rounding" | "far" | "wrong" | "error",
+                "error": CODE or None, "problems": [problem dicts of autograder.compare]}]}
+
+For hidden cases the kernel only ever gets `redact(report)`: per case its name, pass or fail and
+the verdict (failed at rounding scale / far off / a wrong structure, naming the output), and a
+fixed message for an error. No error figure, no count of differing values, no shape or key that
+the student's code chose, no text the student's process wrote: any of those, read over many calls,
+would be an oracle for the hidden inputs or outputs. Practice cases are public, so their report
+also shows each failure's worst error beside its tolerance.
+"""
+
+from __future__ import annotations
+
+from .compare import ROUNDING_SCALE
+
+UNSANDBOXED = ("unsandboxed: bubblewrap is not in use (AUTOGRADER_SANDBOX=0 or not installed), so the stubbed "
+               "course_lib is only first on PYTHONPATH and the repository is readable")
+# an exception a student's function raised: its name is shown when it is one of these, else "an exception"
+SHOWN_EXCEPTIONS = ("ValueError", "TypeError", "RuntimeError", "IndexError", "KeyError", "AttributeError",
+                    "NotImplementedError", "AssertionError", "ZeroDivisionError", "NameError")
+
+CASE_ERRORS = {
+    "reference": "calls the reference implementation in course_lib (no credit)",
+    "unusable": "returned an output that cannot be compared (not tensors, numbers, bools, strings, lists or dicts)",
+    "not loaded": "the function could not be loaded in a fresh process (does it use a name defined only in a "
+                  "later cell, or an object that cannot be pickled?)",
+    "no result": "no result for this case",
+}
+RUN_PROBLEMS = {
+    "timeout": "timed out on the hidden cases",
+    "output": "the fresh process running the function wrote more than the output limit",
+    "crashed": "the fresh process running the function crashed or was killed (memory?)",
+    "processes": "the fresh process running the function started too many processes",
+    "budget": "not checked: this hidden check was already answered for this submission (each graded check is "
+              "answered once)",
+    "assignment": "not checked: this suite does not belong to the assignment being graded",
+    "unknown": "not checked: no such hidden-case suite",
+    "checker": "the hidden-case checker could not run",
+    "malformed": "the fresh process running the function returned results that cannot be read",
+}
+WHAT = {
+    "kind": "is another kind of value than expected",
+    "extra keys": "has keys the expected output does not have",
+    "length": "has another length than expected",
+    "shape": "has another shape than expected",
+    "dtype": "has another dtype than the reference's",
+    "nan": "has NaN or infinity where the truth does not (or not where it does)",
+    "exact": "differs from the expected value (an exact match is needed)",
+}
+VERDICT = {
+    "rounding": "failed at rounding scale (within 1000 times the tolerance: a precision problem, e.g. a "
+                "lower precision or a less stable formula, not a wrong formula)",
+    "far": "is far from the truth (beyond rounding: a wrong value)",
+}
+
+
+def error_code(exception: str) -> str:
+    """The fixed code of an exception a student's function raised."""
+    return f"raised {exception if exception in SHOWN_EXCEPTIONS else 'an exception'}"
+
+
+def _problem_text(p: dict, numbers: bool) -> str:
+    what = p["what"]
+    if what.startswith("missing keys:"):
+        return f"{p['where']} lacks key(s) {', '.join(repr(k) for k in what.split(':', 1)[1].split(','))}"
+    if what == "value":
+        what = "rounding" if p["tolerance"] and p["error"] <= ROUNDING_SCALE * p["tolerance"] else "far"
+    if what in VERDICT:
+        text = f"{p['where']} {VERDICT[what]}"
+        if numbers and p.get("error") is not None:
+            text += f"; largest error {p['error']:.3g} where the tolerance is {p['tolerance']:.3g}"
+        return text
+    return f"{p['where']} {WHAT.get(what, 'is wrong')}"
+
+
+def redact(report: dict) -> dict:
+    """What a kernel may receive about hidden cases (see the module docstring)."""
+    cases = []
+    for c in report.get("cases", []):
+        problems = []
+        for p in c.get("problems", []):
+            what = p["what"]
+            if what == "value":  # only on which side of the rounding scale it fell
+                what = "rounding" if p["tolerance"] and p["error"] <= ROUNDING_SCALE * p["tolerance"] else "far"
+            problems.append({"where": p["where"], "what": what})
+        cases.append({"case": c["case"], "ok": bool(c["ok"]), "verdict": c.get("verdict"), "error": c.get("error"),
+                      "problems": problems[:3]})
+    out = {"name": report["name"], "kind": report.get("kind", "hidden"), "passed": bool(report.get("passed")),
+           "problem": report.get("problem"), "cases": cases}
+    if report.get("unsandboxed"):
+        out["unsandboxed"] = True
+    return out
+
+
+def format_report(report: dict, numbers: bool | None = None) -> str:
+    """The report as lines of text; `numbers` (default: for practice reports only) adds each
+    failure's worst error and tolerance."""
+    numbers = report.get("kind") == "practice" if numbers is None else numbers
+    cases = report.get("cases", [])
+    n_ok = sum(c["ok"] for c in cases)
+    lines = [f"{report['name']}: {n_ok}/{len(cases)} {report.get('kind', 'hidden')} cases passed"]
+    if report.get("unsandboxed"):
+        lines.append(f"  ({UNSANDBOXED})")
+    if report.get("problem"):
+        lines.append(f"  {RUN_PROBLEMS.get(report['problem'], 'the check could not run')}")
+    for c in cases:
+        if c["ok"]:
+            continue
+        if c.get("error"):
+            why = [CASE_ERRORS.get(c["error"], c["error"] if c["error"].startswith("raised ") else "failed")]
+        else:
+            why = [_problem_text(p, numbers) for p in c.get("problems", [])[:3]]
+        lines.append(f"  FAIL {c['case']}: " + "; ".join(why))
+    return "\n".join(lines)

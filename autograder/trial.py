@@ -1,0 +1,140 @@
+"""One function on a list of cases: the runner in a fresh, limited (and, grading, sandboxed)
+process, its outputs compared here with the expected values, and the report.
+
+The runner (`autograder.runner`) gets the case inputs only, never an expected value. What it
+sends back is read with `torch.load(weights_only=True)` (so a hostile runner cannot run code
+here) and trusted for nothing: outputs are compared with `autograder.compare`, errors are mapped
+to the fixed codes of `autograder.report`, anything else is "malformed".
+
+Used by the judge (hidden cases, `autograder.judge`), by `make check` (practice cases,
+`autograder.practice`, in the repository and in a student kit) and by the tests.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from pathlib import Path
+
+from .compare import compare, margin, verdict
+from .limits import Slot, start_limited
+from .report import error_code
+from .suite_api import HARNESSES, SUITES
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RUNNER_MEMORY = int(float(os.environ.get("AUTOGRADER_RUNNER_MEMORY_GB", "6")) * 2**30)
+RUNNER_PROCESSES = 256
+RUNNER_OUTPUT = 256 * 2**20  # bytes of results a runner may write (outputs of every case, e.g. gradients)
+CASE_ERRORS = ("not loaded", "unusable", "reference")
+
+
+class Runner:
+    """A runner process started ahead of its cases (`start_runner`): its imports done, it waits
+    for its payload on stdin. `package` is where it finds the suites (a sandbox sees only their
+    harnesses); `unsandboxed` says it runs without bubblewrap."""
+
+    def __init__(self, running, package: str, unsandboxed: bool):
+        self.running, self.package, self.unsandboxed = running, package, unsandboxed
+
+    def close(self) -> None:
+        self.running.close()
+
+
+def start_runner(*, package: str, course_lib: Path | None = None, sandbox: bool = True, root: Path = REPO_ROOT,
+                 hide: list[Path] = (), slot: Slot | None = None, processes: int = RUNNER_PROCESSES) -> Runner:
+    """A fresh runner process under its limits (in `slot`, the submission's, when given), sandboxed
+    where bubblewrap is available and `sandbox` is asked for (a student kit has no sandbox module)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOGRADER_")}
+    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
+    env["HF_HUB_OFFLINE"] = "1"
+    cmd = [sys.executable, "-m", "autograder.runner"]
+    unsandboxed = False
+    if sandbox:
+        from .sandbox import sandbox_available, sandboxed, unsandboxed_env
+
+        if sandbox_available():
+            package = HARNESSES if package == SUITES else package  # a sandbox sees the suites' harnesses only
+            cmd = sandboxed(cmd, course_lib=course_lib, hide=list(hide))
+        else:
+            env, unsandboxed = unsandboxed_env(env, course_lib), True
+    running = start_limited(cmd, slot=slot, memory_bytes=RUNNER_MEMORY, address_space=RUNNER_MEMORY, cwd=root,
+                            env=env, stderr="discard", max_processes=processes, file_bytes=RUNNER_OUTPUT)
+    return Runner(running, package, unsandboxed)
+
+
+def run_cases(name: str, fn_bytes: bytes | list[bytes], cases: list[dict], settings: dict, *, package: str,
+              course_lib: Path | None = None, sandbox: bool = True, root: Path = REPO_ROOT, kind: str = "hidden",
+              hide: list[Path] = (), slot: Slot | None = None, runner: Runner | None = None) -> dict | list[dict]:
+    """Run the function (cloudpickle bytes) on `cases` ({name, inputs, expected}) in a fresh
+    runner process (`runner`, started ahead, or a new one) and compare; the full report
+    (`autograder.report`: redact it before a kernel sees it). `hide`: folders inside the
+    sandbox's visible parts to empty; `slot`: the submission's limits, which the runner joins.
+
+    Given a list of functions, they run in turn in one runner process (the time limit multiplied
+    by their number) and a list of reports comes back: a bulk check for the tests."""
+    import torch
+
+    runner = runner or start_runner(package=package, course_lib=course_lib, sandbox=sandbox, root=root, hide=hide,
+                                    slot=slot)
+    many = isinstance(fn_bytes, list)
+    payload = {"suite": name, "tripwire": settings["tripwire"], "package": runner.package,
+               "cases": [{"name": c["name"], "inputs": c["inputs"]} for c in cases],
+               **({"fns": fn_bytes} if many else {"fn": fn_bytes})}
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    n = len(fn_bytes) if many else 1
+    result = runner.running.finish(buffer.getvalue(), settings["timeout"] * n)
+    problem, results = _problem(result), None
+    if problem is None:
+        try:
+            loaded = torch.load(io.BytesIO(result.stdout), weights_only=True)
+            results = loaded["results_many"] if many else [loaded["results"]]
+            if not isinstance(results, list) or len(results) != n:
+                raise ValueError("results of another number of functions")
+        except Exception:  # noqa: BLE001 - a crashed or hostile runner
+            problem = "crashed" if result.returncode else "malformed"
+    reports = []
+    for i in range(n):
+        report = {"name": name, "kind": kind, "cases": [], "passed": False, "problem": problem}
+        if runner.unsandboxed:
+            report["unsandboxed"] = True
+        if problem is None:
+            _compare_into(report, results[i], cases, settings)
+        reports.append(report)
+    return reports if many else reports[0]
+
+
+def _problem(result) -> str | None:
+    if result.returncode is None:
+        return "timeout"
+    if "output" in result.hit:
+        return "output"
+    if "processes" in result.hit:
+        return "processes"
+    return None
+
+
+def _compare_into(report: dict, results, cases: list[dict], settings: dict) -> None:
+    by_name = {r.get("name"): r for r in results if isinstance(r, dict)} if isinstance(results, list) else {}
+    for case in cases:
+        got = by_name.get(case["name"])
+        entry = {"case": case["name"], "ok": False, "verdict": "error", "error": None, "problems": []}
+        if got is None:
+            entry["error"] = "no result"
+        elif "error" in got:
+            code = got["error"]
+            entry["error"] = error_code(str(got.get("exception"))) if code == "raised" else \
+                code if code in CASE_ERRORS else "no result"
+        elif "outputs" in got:
+            try:
+                entry["problems"] = compare(got["outputs"], case["expected"], settings)
+                entry["verdict"] = verdict(entry["problems"])
+                entry["ok"] = not entry["problems"]
+                entry["margin"] = margin(got["outputs"], case["expected"])  # for the tests; redacted away
+            except Exception:  # noqa: BLE001 - outputs of a shape the comparison cannot walk
+                entry["error"] = "unusable"
+        else:
+            entry["error"] = "no result"
+        report["cases"].append(entry)
+    report["passed"] = bool(report["cases"]) and all(c["ok"] for c in report["cases"])

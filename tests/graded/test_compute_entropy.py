@@ -1,0 +1,153 @@
+"""compute_entropy (notebook 02): the reference's contract, correct versions that earn full marks
+through the real judge, and realistic mistakes that lose them (CONTRIBUTING.md, "Adding a graded
+function")."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from course_lib import compute_entropy
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, randn, seeds, shapes
+
+SUITE = "compute_entropy"
+
+
+# ---------------------------------------------------------------- the reference
+def entropy_float64(logits):
+    """Independent: the definition on float64 probabilities after a max shift."""
+    x = logits.double()
+    x = x - x.max(dim=-1, keepdim=True).values
+    p = x.exp() / x.exp().sum(-1, keepdim=True)
+    logp = x - x.exp().sum(-1, keepdim=True).log()
+    return -(torch.where(p > 0, p * logp, torch.zeros_like(p))).sum(-1)
+
+
+@PROPERTY_SETTINGS
+@given(shapes, seeds, st.sampled_from([1.0, 10.0, 1e4]))
+def test_reference_matches_float64(shape, seed, scale):
+    logits = randn(*shape, seed=seed, scale=scale)
+    got = compute_entropy(logits)
+    assert got.shape == shape[:-1]
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got.double(), entropy_float64(logits), atol=1e-5, rtol=1e-5)
+
+
+def test_reference_uniform_and_one_hot():
+    assert torch.allclose(compute_entropy(torch.zeros(2, 7)), torch.full((2,), math.log(7)))
+    peaked = torch.tensor([[1e4, -1e4, 0.0]])
+    assert compute_entropy(peaked).item() == 0.0
+
+
+def test_reference_large_float32_logits_are_finite_and_exact():
+    logits = torch.tensor([[1e4, 1e4 - 1.0, -1e4, 3.0]], dtype=torch.float32)
+    got = compute_entropy(logits)
+    p = torch.tensor([1.0, math.exp(-1.0)], dtype=torch.float64)
+    p = p / p.sum()
+    assert torch.isfinite(got).all()
+    assert abs(got.item() - float(-(p * p.log()).sum())) < 1e-6
+
+
+def test_reference_low_precision_is_computed_in_float32():
+    logits = randn(3, 50, seed=3, scale=5.0)
+    got = compute_entropy(logits.to(torch.bfloat16))
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), entropy_float64(logits.to(torch.bfloat16)), atol=1e-5, rtol=1e-5)
+
+
+# ---------------------------------------------------------------- correct versions and mistakes
+CORRECT = {
+    "log_softmax": """
+        import torch
+        def compute_entropy(logits):
+            lp = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
+            return -(lp.exp() * lp).sum(-1)
+    """,
+    "softmax_entr": """
+        import torch
+        def compute_entropy(logits):
+            p = torch.softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
+            return torch.special.entr(p).sum(dim=-1)
+    """,
+    "max_shift_by_hand": """
+        import torch
+        def compute_entropy(logits):
+            x = logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
+            z = x - x.max(dim=-1, keepdim=True).values
+            log_p = z - torch.log(torch.exp(z).sum(dim=-1, keepdim=True))
+            return -(torch.exp(log_p) * log_p).sum(dim=-1)
+    """,
+    "float64_inside": """
+        import torch
+        def compute_entropy(logits):
+            out_dtype = torch.promote_types(logits.dtype, torch.float32)
+            lp = torch.log_softmax(logits.double(), dim=-1)
+            return (-(lp.exp() * lp).sum(-1)).to(out_dtype)
+    """,
+}
+MISTAKES = {
+    # torch.distributions normalises the logits by subtracting their logsumexp: at magnitude 1e4 that
+    # difference of two large floats loses ~1e-3 in log p (rounding scale, but not the exact contract)
+    "categorical_distribution": ("""
+        import torch
+        def compute_entropy(logits):
+            x = logits.to(torch.promote_types(logits.dtype, torch.float32))
+            if x.numel() == 0:
+                return x.sum(-1)
+            return torch.distributions.Categorical(logits=x).entropy()
+    """, ["shifted_by_1e4_4x300"]),
+    "log_of_softmax": ("""
+        import torch
+        def compute_entropy(logits):
+            p = torch.softmax(logits.float(), dim=-1)
+            return -(p * torch.log(p)).sum(-1)
+    """, ["magnitude_1e4_4x64", "one_hot_1e4_3x17"]),
+    "log_of_softmax_plus_eps": ("""
+        import torch
+        def compute_entropy(logits):
+            p = torch.softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
+            return -(p * torch.log(p + 1e-8)).sum(-1)
+    """, []),
+    "logsumexp_minus_expected_logit": ("""
+        import torch
+        def compute_entropy(logits):
+            z = logits.to(torch.promote_types(logits.dtype, torch.float32))
+            return torch.logsumexp(z, -1) - (torch.softmax(z, -1) * z).sum(-1)
+    """, ["shifted_by_1e4_4x300"]),
+    "no_upcast_of_half_precision": ("""
+        import torch
+        def compute_entropy(logits):
+            lp = torch.log_softmax(logits, dim=-1)
+            return -(lp.exp() * lp).sum(-1)
+    """, ["bfloat16_3x5x1000", "float16_2x513"]),
+    "float64_cast_down_to_float32": ("""
+        import torch
+        def compute_entropy(logits):
+            lp = torch.log_softmax(logits.float(), dim=-1)
+            return -(lp.exp() * lp).sum(-1)
+    """, ["float64_4x7"]),
+    "log2_bits": ("""
+        import torch
+        def compute_entropy(logits):
+            lp = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
+            return -(lp.exp() * lp).sum(-1) / 0.6931471805599453
+    """, ["float32_2x3x11"]),
+    "in_place_max_shift": ("""
+        import torch
+        def compute_entropy(logits):
+            logits -= logits.max(dim=-1, keepdim=True).values
+            lp = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
+            return -(lp.exp() * lp).sum(-1)
+    """, ["float32_2x3x11"]),
+    "minus_sign_dropped": ("""
+        import torch
+        def compute_entropy(logits):
+            lp = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
+            return (lp.exp() * lp).sum(-1)
+    """, ["float32_2x3x11"]),
+}
+
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)

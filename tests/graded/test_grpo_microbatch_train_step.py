@@ -1,0 +1,235 @@
+"""grpo_microbatch_train_step (notebook 07): the reference's contract, correct versions that earn full
+marks through the real judge, and realistic mistakes that lose them (CONTRIBUTING.md, "Adding a
+graded function").
+
+The suite's tripwire forbids calling course_lib's losses and masked_mean: the step is graded on a
+student's own, so each version carries the notebook-07 functions it uses."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from course_lib import grpo_microbatch_train_step
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, rand_mask, randn, seeds
+
+SUITE = "grpo_microbatch_train_step"
+
+
+# ---------------------------------------------------------------- the reference
+@pytest.mark.parametrize("loss_type", ["no_baseline", "reinforce_with_baseline", "grpo_clip"])
+def test_reference_matches_float64(loss_type):
+    B, T, gas = 3, 5, 2
+    logp = (randn(B, T, seed=14) * 0.2 - 1).requires_grad_()
+    old = logp.detach() + randn(B, T, seed=15) * 0.1
+    mask = rand_mask(B, T, seed=16)
+    mask[:, 0] = True
+    a = randn(B, 1, seed=17)
+    loss, meta = grpo_microbatch_train_step(logp, mask, gas, loss_type, raw_rewards=a, advantages=a, old_log_probs=old,
+                                            cliprange=0.2)
+
+    ref = logp.detach().double().requires_grad_()
+    if loss_type == "grpo_clip":
+        ratio = (ref - old.double()).exp()
+        per_token = -torch.minimum(ratio * a.double(), ratio.clamp(0.8, 1.2) * a.double())
+    else:
+        per_token = -a.double() * ref
+    m = mask.double()
+    expected = ((per_token * m).sum(-1) / m.sum(-1)).mean() / gas
+    expected.backward()
+    assert abs(loss.item() - expected.item()) < 1e-6
+    torch.testing.assert_close(logp.grad.double(), ref.grad, atol=1e-6, rtol=1e-6)
+    if loss_type == "grpo_clip":
+        assert 0.0 <= meta["clip_fraction"].item() <= 1.0
+
+
+def test_reference_accumulates_into_grad():
+    logp = randn(2, 4, seed=18).requires_grad_()
+    mask = torch.ones(2, 4, dtype=torch.bool)
+    a = torch.tensor([[1.0], [-2.0]])
+    grpo_microbatch_train_step(logp, mask, 2, "reinforce_with_baseline", advantages=a)
+    first = logp.grad.clone()
+    grpo_microbatch_train_step(logp, mask, 2, "reinforce_with_baseline", advantages=a)
+    torch.testing.assert_close(logp.grad, 2 * first)
+    assert first.abs().sum() > 0
+
+
+def test_reference_invalid_loss_type():
+    with pytest.raises(ValueError, match="unknown loss_type"):
+        grpo_microbatch_train_step(torch.zeros(1, 2, requires_grad=True), torch.ones(1, 2), 1, "dpo")
+
+
+@PROPERTY_SETTINGS
+@given(seeds, st.integers(1, 4), st.sampled_from([0.1, 0.2]))
+def test_reference_clip_fraction_and_the_loss_it_backpropagates(seed, k, cliprange):
+    """The clip fraction is the share of clipped tokens among those of mask 1 (padding never counts);
+    the returned loss is the one whose gradient is in .grad."""
+    logp = (randn(3, 6, seed=seed) * 0.3 - 1).requires_grad_()
+    old = logp.detach() + randn(3, 6, seed=seed + 1) * 0.4
+    mask = rand_mask(3, 6, seed=seed)
+    mask[:, 0] = True
+    a = randn(3, 1, seed=seed + 2)
+    loss, meta = grpo_microbatch_train_step(logp, mask, k, "grpo_clip", advantages=a, old_log_probs=old,
+                                            cliprange=cliprange)
+    assert torch.equal(meta["clip_fraction"], meta["clipped"][mask].float().mean())
+    mine = logp.detach().clone().requires_grad_()
+    ratio = torch.exp(mine - old)
+    per_token = -torch.minimum(ratio * a, ratio.clamp(1 - cliprange, 1 + cliprange) * a)
+    m = mask.float()
+    expected = ((per_token * m).sum(-1) / m.sum(-1)).mean() / k
+    expected.backward()
+    torch.testing.assert_close(loss, expected.detach())
+    torch.testing.assert_close(logp.grad, mine.grad)
+
+
+# ---------------------------------------------------------------- correct versions and mistakes
+# a notebook-07 student's own loss functions and masked_mean, pasted above each step
+HELPERS = """
+    import torch
+    def compute_naive_policy_gradient_loss(raw_rewards_or_advantages, policy_log_probs):
+        return -raw_rewards_or_advantages.reshape(-1, 1) * policy_log_probs
+    def compute_grpo_clip_loss(advantages, policy_log_probs, old_log_probs, cliprange):
+        adv = advantages.reshape(-1, 1)
+        ratio = torch.exp(policy_log_probs - old_log_probs)
+        unclipped = ratio * adv
+        clipped = torch.clamp(ratio, 1.0 - cliprange, 1.0 + cliprange) * adv
+        return -torch.minimum(unclipped, clipped), {"clipped": clipped < unclipped}
+    def compute_policy_gradient_loss(policy_log_probs, loss_type, raw_rewards=None, advantages=None,
+                                     old_log_probs=None, cliprange=None):
+        if loss_type == "no_baseline":
+            return compute_naive_policy_gradient_loss(raw_rewards, policy_log_probs), {}
+        if loss_type == "reinforce_with_baseline":
+            return compute_naive_policy_gradient_loss(advantages, policy_log_probs), {}
+        if loss_type == "grpo_clip":
+            return compute_grpo_clip_loss(advantages, policy_log_probs, old_log_probs, cliprange)
+        raise ValueError(f"unknown loss_type {loss_type!r}")
+    def masked_mean(tensor, mask, dim=None):
+        kept = torch.where(mask.bool(), tensor, 0.0)
+        count = mask.to(kept.dtype)
+        return kept.sum() / count.sum() if dim is None else kept.sum(dim=dim) / count.sum(dim=dim)
+"""
+
+CORRECT = {
+    "masked_mean_then_mean": HELPERS + """
+    def grpo_microbatch_train_step(policy_log_probs, response_mask, gradient_accumulation_steps, loss_type,
+                                   raw_rewards=None, advantages=None, old_log_probs=None, cliprange=None):
+        per_token, metadata = compute_policy_gradient_loss(policy_log_probs, loss_type, raw_rewards, advantages,
+                                                           old_log_probs, cliprange)
+        loss = masked_mean(per_token, response_mask, dim=-1).mean() / gradient_accumulation_steps
+        loss.backward()
+        metadata = dict(metadata)
+        if "clipped" in metadata:
+            metadata["clip_fraction"] = masked_mean(metadata["clipped"].float(), response_mask)
+        return loss.detach(), metadata
+    """,
+    # one sequence at a time: the mean of its response tokens, then the mean over sequences
+    "loop_over_sequences": HELPERS + """
+    def grpo_microbatch_train_step(policy_log_probs, response_mask, gradient_accumulation_steps, loss_type,
+                                   raw_rewards=None, advantages=None, old_log_probs=None, cliprange=None):
+        per_token, metadata = compute_policy_gradient_loss(
+            policy_log_probs, loss_type, raw_rewards=raw_rewards, advantages=advantages,
+            old_log_probs=old_log_probs, cliprange=cliprange)
+        keep = response_mask.bool()
+        per_sequence = torch.stack([row[m].mean() for row, m in zip(per_token, keep)])
+        loss = per_sequence.mean() / gradient_accumulation_steps
+        loss.backward()
+        out = dict(metadata)
+        if loss_type == "grpo_clip":
+            out["clip_fraction"] = metadata["clipped"][keep].float().mean()
+        return loss.detach(), out
+    """,
+    # every token's weight written out: 1 / (its sequence's length * B * k)
+    "token_weights": HELPERS + """
+    def grpo_microbatch_train_step(policy_log_probs, response_mask, gradient_accumulation_steps, loss_type,
+                                   raw_rewards=None, advantages=None, old_log_probs=None, cliprange=None):
+        per_token, metadata = compute_policy_gradient_loss(policy_log_probs, loss_type, raw_rewards, advantages,
+                                                           old_log_probs, cliprange)
+        m = response_mask.to(per_token.dtype)
+        B = per_token.shape[0]
+        weights = m / m.sum(dim=1, keepdim=True) / (B * gradient_accumulation_steps)
+        loss = torch.where(m > 0, per_token * weights, 0.0).sum()
+        loss.backward()
+        if "clipped" in metadata:
+            metadata["clip_fraction"] = (metadata["clipped"] & response_mask.bool()).sum() / response_mask.bool().sum()
+        return loss.detach(), metadata
+    """,
+    # the loss in float64, backpropagated through the cast, returned in the log-probs' dtype
+    "float64_loss": HELPERS + """
+    def grpo_microbatch_train_step(policy_log_probs, response_mask, gradient_accumulation_steps, loss_type,
+                                   raw_rewards=None, advantages=None, old_log_probs=None, cliprange=None):
+        per_token, metadata = compute_policy_gradient_loss(policy_log_probs, loss_type, raw_rewards, advantages,
+                                                           old_log_probs, cliprange)
+        loss = masked_mean(per_token.double(), response_mask, dim=-1).mean() / gradient_accumulation_steps
+        loss.backward()
+        if loss_type == "grpo_clip":
+            metadata["clip_fraction"] = masked_mean(metadata["clipped"].double(), response_mask).item()
+        return loss.detach().to(policy_log_probs.dtype), metadata
+    """,
+    # the mean over sequences as a sum / B, the scale folded into one divisor
+    "sum_over_B_times_k": HELPERS + """
+    def grpo_microbatch_train_step(policy_log_probs, response_mask, gradient_accumulation_steps, loss_type,
+                                   raw_rewards=None, advantages=None, old_log_probs=None, cliprange=None):
+        per_token, metadata = compute_policy_gradient_loss(policy_log_probs, loss_type, raw_rewards, advantages,
+                                                           old_log_probs, cliprange)
+        per_sequence = masked_mean(per_token, response_mask, dim=1)
+        loss = per_sequence.sum() / (per_sequence.numel() * gradient_accumulation_steps)
+        loss.backward()
+        if "clipped" in metadata:
+            metadata = {**metadata, "clip_fraction": masked_mean(metadata["clipped"], response_mask.bool())}
+        return loss.detach(), metadata
+    """,
+}
+
+
+# the step of "masked_mean_then_mean" with one realistic edit each
+STEP = CORRECT["masked_mean_then_mean"]
+LOSS = "loss = masked_mean(per_token, response_mask, dim=-1).mean() / gradient_accumulation_steps"
+MISTAKES = {
+    # one mean over all tokens of the micro-batch: long responses weigh more (every case has lengths 1 and T)
+    "step_token_level_mean": (edited(STEP, (
+        LOSS, "loss = masked_mean(per_token, response_mask) / gradient_accumulation_steps")),
+        ["reinforce_with_baseline_k1_B5_T8", "no_baseline_k1_B4_T7"]),
+    # k micro-batches add up to k times the batch's gradient
+    "step_no_division_by_accumulation_steps": (edited(STEP, (
+        LOSS, "loss = masked_mean(per_token, response_mask, dim=-1).mean()")),
+        ["reinforce_with_baseline_k2_B4_T9", "grpo_clip_k3_B4_T6_eps0.1"]),
+    # a sum over sequences: the gradient scales with the micro-batch size
+    "step_sum_over_the_batch": (edited(STEP, (
+        LOSS, "loss = masked_mean(per_token, response_mask, dim=-1).sum() / gradient_accumulation_steps")),
+        ["reinforce_with_baseline_k1_B5_T8"]),
+    # the loss is returned and never backpropagated
+    "step_without_backward": (edited(STEP, ("        loss.backward()\n", "")),
+                              ["no_baseline_k1_B4_T7", "grpo_clip_k1_B4_T7"]),
+    # "fresh" gradients each call: every leaf of the graph (the shared parameter) zeroed before backward,
+    # so micro-batches no longer add up (nor does an existing gradient survive)
+    "step_gradient_replaces_grad": (edited(STEP, (
+        "        loss.backward()\n",
+        "        seen, stack = set(), [loss.grad_fn]\n"
+        "        while stack:\n"
+        "            fn = stack.pop()\n"
+        "            if fn is None or fn in seen:\n"
+        "                continue\n"
+        "            seen.add(fn)\n"
+        '            if hasattr(fn, "variable"):\n'
+        "                fn.variable.grad = None\n"
+        "            stack += [f for f, _ in fn.next_functions]\n"
+        "        loss.backward()\n")),
+        ["existing_grad_reinforce_with_baseline_k2", "reinforce_with_baseline_k2_B4_T9"]),
+    # the loss before the division by k: not the one backpropagated
+    "step_returns_the_unscaled_loss": (edited(STEP, (
+        "return loss.detach(), metadata", "return loss.detach() * gradient_accumulation_steps, metadata")),
+        ["reinforce_with_baseline_k2_B4_T9"]),
+    # divided by k after the backward: the returned loss is scaled, the gradient is not
+    "step_divided_after_backward": (edited(STEP, (
+        LOSS, "loss = masked_mean(per_token, response_mask, dim=-1).mean()"), (
+        "return loss.detach(), metadata", "return loss.detach() / gradient_accumulation_steps, metadata")),
+        ["reinforce_with_baseline_k2_B4_T9", "grpo_clip_k2_B3_T10"]),
+    # the clip fraction over every position, prompt and padding included
+    "step_clip_fraction_over_all_tokens": (edited(STEP, (
+        'masked_mean(metadata["clipped"].float(), response_mask)', 'metadata["clipped"].float().mean()')),
+        ["grpo_clip_k2_B3_T10", "grpo_clip_k3_B4_T6_eps0.1"]),
+}
+
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)

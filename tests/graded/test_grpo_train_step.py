@@ -1,0 +1,516 @@
+"""grpo_train_step (notebook 09): the reference's contract, the float64 claim the suite rests on,
+correct versions that earn full marks through the real judge, and realistic mistakes that lose them
+(CONTRIBUTING.md, "Adding a graded function"); the notebook's visible checks name each mistake.
+
+The hidden cases run one rollout batch's update of a small random float64 Qwen2 whose attention is
+sdpa (`autograder/suites/grpo_train_step.py`): the correct versions below batch the rows in other
+ways (full-width or cut micro-batches, packed by length with the rows of weight 0 left out), so
+their updates differ from the reference's by float64 rounding only, the whole train batch at once
+among them (see WHOLE_TRAIN_BATCH_AT_ONCE: it found a hole in the first tolerance rule).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import re
+import textwrap
+
+import pytest
+import torch
+
+import course_lib.grpo as grpo
+import course_lib.kl as kl
+from autograder.report import format_report
+from autograder.suites import grpo_train_step as suite
+from course_lib.grpo import grpo_microbatch_train_step, grpo_train_step
+from course_lib.logprobs import get_response_log_probs
+from tests.helpers import REPO, corpus_tests, edited, fn_from, judged
+
+SUITE = "grpo_train_step"
+
+
+# ---------------------------------------------------------------- the float64 claim of the suite
+def float64_attention_by_hand(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    """Causal attention written out in the dtype of its inputs (float64 here): scores, mask, softmax, sum."""
+    groups = query.shape[1] // key.shape[1]  # grouped-query attention: each key/value head serves `groups` heads
+    key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
+    scores = (query @ key.transpose(-1, -2)) * scaling  # (B, heads, T, S)
+    T, S = scores.shape[-2:]
+    allowed = torch.ones(T, S, dtype=torch.bool, device=scores.device).tril(S - T)
+    if attention_mask is not None:  # a boolean mask, or an additive one of 0 and the dtype's min
+        allowed = allowed & attention_mask if attention_mask.dtype == torch.bool else allowed & (attention_mask == 0)
+    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    return (weights @ value).transpose(1, 2).contiguous(), weights
+
+
+def suite_model(attention: str, seed: int = 0) -> torch.nn.Module:
+    """The suite's float64 Qwen2 (`suite.MODEL`, `suite.build_model`) with another attention implementation."""
+    from transformers import AttentionInterface, Qwen2Config, Qwen2ForCausalLM
+
+    AttentionInterface.register("float64_by_hand", float64_attention_by_hand)
+    torch.manual_seed(seed)
+    return Qwen2ForCausalLM(Qwen2Config(**suite.MODEL, attn_implementation=attention)).double().eval()
+
+
+def test_sdpa_is_float64_end_to_end_and_eager_is_not(capsys):
+    """The suite's attention (sdpa) in a float64 Qwen2 gives the logits of a float64 attention written
+    out by hand, and the same logits whatever the right padding of the batch (~1e-16); Hugging Face's
+    eager attention takes its softmax in float32 even there: ~1e-8 from the float64 logits, and its
+    logits move by ~1e-8 with the padding width (which the micro-batches of two correct updates cut
+    differently, and AdamW turns into ~1e-6 in the parameters whose gradient is near 0)."""
+    assert suite.ATTENTION == "sdpa"
+    reference = suite.build_model(suite.MODEL, seed=0)
+    assert reference.config._attn_implementation == "sdpa" and all(p.dtype == torch.float64 for p in reference.parameters())
+    ids = torch.randint(3, suite.MODEL["vocab_size"], (3, 9), generator=torch.Generator().manual_seed(0))
+    padded = torch.cat([ids, torch.zeros(3, 17, dtype=torch.long)], dim=1)  # right padding with the pad id 0
+    logits, padding_gap = {}, {}
+    with torch.no_grad():
+        for attention in ("sdpa", "float64_by_hand", "eager"):
+            model = suite_model(attention)
+            model.load_state_dict(reference.state_dict())
+            logits[attention] = model(ids).logits
+            padding_gap[attention] = (model(padded).logits[:, :9] - logits[attention]).abs().max().item()
+    by_hand = logits["float64_by_hand"]
+    sdpa_gap = (logits["sdpa"] - by_hand).abs().max().item()
+    eager_gap = (logits["eager"] - by_hand).abs().max().item()
+    with capsys.disabled():
+        print(f"\nfloat64 Qwen2, logits against a float64 attention by hand: sdpa {sdpa_gap:.1e}, eager {eager_gap:.1e}; "
+              f"moved by right padding: sdpa {padding_gap['sdpa']:.1e}, eager {padding_gap['eager']:.1e}, "
+              f"by hand {padding_gap['float64_by_hand']:.1e}")
+    assert logits["sdpa"].dtype == torch.float64
+    assert sdpa_gap < 1e-14 and padding_gap["sdpa"] < 1e-14 and padding_gap["float64_by_hand"] < 1e-14
+    assert eager_gap > 1e-10 and padding_gap["eager"] > 1e-10, "eager attention is float64 now: the suite could use it"
+    assert eager_gap < 1e-6  # float32 rounding, not a bug
+
+
+# ---------------------------------------------------------------- the reference
+@functools.lru_cache(maxsize=1)
+def suite_cases() -> dict:
+    """The cases of the suite as drawn with seed 0 (each: a rollout batch, a model config and seed, settings)."""
+    return dict(suite.make_inputs(torch.Generator().manual_seed(0)))
+
+
+def suite_case(name: str) -> dict:
+    return suite_cases()[name]
+
+
+@pytest.fixture(scope="module")
+def on_policy_case():
+    return suite_case("on_policy_k1")
+
+
+def sgd_update(fn, case: dict, lr: float = 0.5, **overrides):
+    """`fn` (a grpo_train_step) on the case's model with plain SGD: the parameters after it, and its output."""
+    model = suite.build_model(case["model"]["config"], case["model"]["seed"]).train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    args = {**case["args"], "loss_type": suite.LOSS_TYPE.get(case["args"]["loss_type"], case["args"]["loss_type"]),
+            "log_probs_fn": get_response_log_probs, "train_step_fn": grpo_microbatch_train_step, **overrides}
+    out = fn(model, optimizer, copy.deepcopy(case["rollout_batch"]), **args)
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]), out, model
+
+
+def full_batch_by_hand(case: dict, lr: float = 0.5, max_grad_norm: float = 1.0):
+    """One SGD step on the whole rollout batch, reinforce_with_baseline, written out in plain tensor code."""
+    model = suite.build_model(case["model"]["config"], case["model"]["seed"]).train()
+    batch = case["rollout_batch"]
+    logits = model(batch["input_ids"]).logits
+    log_probs = torch.log_softmax(logits, -1).gather(-1, batch["labels"][..., None])[..., 0]
+    mask = batch["response_mask"].double()
+    loss = ((-batch["advantages"][:, None] * log_probs * mask).sum(-1) / mask.sum(-1)).mean()
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+    with torch.no_grad():
+        for p in model.parameters():
+            p -= lr * p.grad
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]), float(loss.detach()), float(norm)
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 8])
+def test_reference_micro_batches_give_the_full_batch_step(k, on_policy_case):
+    expected, loss, norm = full_batch_by_hand(on_policy_case)
+    params, out, _ = sgd_update(grpo_train_step, on_policy_case, gradient_accumulation_steps=k)
+    assert (params - expected).abs().max() < 1e-12
+    assert abs(out["loss"][0] - loss) < 1e-12 and abs(out["grad_norm"][0] - norm) < 1e-12
+    assert len(out["token_entropy"]) == k and out["clip_fraction"] == [] and out["kl"] == []
+
+
+def test_reference_logs_per_step_and_per_micro_batch():
+    case = suite_case("grpo_clip_two_steps_two_epochs_clipped_grad")  # 16 rows, train batches of 8, k = 2, 2 epochs
+    _, out, model = sgd_update(grpo_train_step, case)
+    assert len(out["loss"]) == len(out["grad_norm"]) == 2 * 2
+    assert len(out["token_entropy"]) == len(out["clip_fraction"]) == 2 * 2 * 2 and out["kl"] == []
+    assert all(p.grad is None for p in model.parameters())  # zeroed after the last step
+    case = suite_case("kl_penalty_to_reference")
+    _, out, _ = sgd_update(grpo_train_step, case)
+    assert len(out["kl"]) == 2 * 2 and all(x > 0 for x in out["kl"])
+
+
+def test_reference_uses_the_old_log_probs_as_given():
+    case = suite_case("grpo_clip_two_epochs_given_old_log_probs")
+    given = case["rollout_batch"]["old_log_probs"]
+    received = []
+
+    def recording(*args, **kwargs):
+        received.append(kwargs["old_log_probs"])
+        return grpo_microbatch_train_step(*args, **kwargs)
+
+    sgd_update(grpo_train_step, case, train_step_fn=recording)
+    assert len(received) == 2 * 2
+    for i, old in enumerate(received):  # micro-batch i of its epoch: rows (i % 2) * 4 .. + 4, cut after the response
+        rows = given[(i % 2) * 4:(i % 2) * 4 + 4]
+        assert torch.equal(old, rows[:, : old.shape[1]])
+
+
+def test_reference_checks_the_sizes(on_policy_case):
+    with pytest.raises(ValueError, match="do not split"):
+        sgd_update(grpo_train_step, on_policy_case, train_batch_size=3)
+    with pytest.raises(ValueError, match="do not split"):
+        sgd_update(grpo_train_step, on_policy_case, gradient_accumulation_steps=3)
+    with pytest.raises(ValueError, match="ref_log_probs"):
+        sgd_update(grpo_train_step, on_policy_case, kl_coef=0.1)
+
+
+# ---------------------------------------------------------------- correct versions and mistakes
+# notebook 09's given cell: the k3 estimator (graded in notebook 10, so pasted, not imported), the
+# slicing of a micro-batch and the check of the sizes, as the notebook defines them above the step
+GIVEN = "import torch\nfrom course_lib import masked_mean\n\n" + "\n\n".join(
+    inspect.getsource(f) for f in (kl.kl_k3, grpo.slice_micro_batch, grpo._check_rollout_batch))
+
+
+def given(source: str) -> str:
+    """A version's source below the given cell."""
+    return GIVEN + "\n\n" + textwrap.dedent(source)
+
+
+SIGNATURE = """
+def grpo_train_step(policy, optimizer, rollout_batch, loss_type, train_batch_size, gradient_accumulation_steps,
+                    epochs_per_rollout_batch=1, cliprange=None, max_grad_norm=1.0, kl_coef=0.0, scheduler=None,
+                    log_probs_fn=None, train_step_fn=None):"""
+
+CORRECT = {
+    # the loop of the docstring, with the given helpers
+    "plain_loop_with_the_given_helpers": given(SIGNATURE + """
+    n, k = len(rollout_batch["advantages"]), gradient_accumulation_steps
+    _check_rollout_batch(n, train_batch_size, k, kl_coef, rollout_batch)
+    micro = train_batch_size // k
+    out = {"loss": [], "grad_norm": [], "token_entropy": [], "clip_fraction": [], "kl": []}
+    for _ in range(epochs_per_rollout_batch):
+        for first in range(0, n, train_batch_size):
+            step_loss = 0.0
+            for start in range(first, first + train_batch_size, micro):
+                mb = slice_micro_batch(rollout_batch, slice(start, start + micro))
+                scored = log_probs_fn(policy, mb["input_ids"], mb["labels"], return_token_entropy=True)
+                log_probs, mask = scored["log_probs"], mb["response_mask"]
+                out["token_entropy"].append(float(masked_mean(scored["token_entropy"], mask)))
+                if kl_coef > 0:
+                    kl = masked_mean(kl_k3(log_probs, mb["ref_log_probs"]), mask, dim=-1).mean()
+                    (kl_coef * kl / k).backward(retain_graph=True)
+                    step_loss += float(kl_coef * kl / k)
+                    out["kl"].append(float(kl))
+                loss, meta = train_step_fn(log_probs, mask, k, loss_type, raw_rewards=mb["raw_rewards"],
+                                           advantages=mb["advantages"], old_log_probs=mb.get("old_log_probs"),
+                                           cliprange=cliprange)
+                step_loss += float(loss)
+                if "clip_fraction" in meta:
+                    out["clip_fraction"].append(float(meta["clip_fraction"]))
+            out["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)))
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            out["loss"].append(step_loss)
+    return out
+    """),
+    # no helpers: full-width micro-batches (padding columns kept), the KL written out, index tensors
+    "full_width_micro_batches": """
+    import torch
+    def grpo_train_step(policy, optimizer, rollout_batch, loss_type, train_batch_size, gradient_accumulation_steps,
+                        epochs_per_rollout_batch=1, cliprange=None, max_grad_norm=1.0, kl_coef=0.0, scheduler=None,
+                        log_probs_fn=None, train_step_fn=None):
+        n = rollout_batch["advantages"].shape[0]
+        k = gradient_accumulation_steps
+        micro = train_batch_size // k
+        out = {"loss": [], "grad_norm": [], "token_entropy": [], "clip_fraction": [], "kl": []}
+        for _ in range(epochs_per_rollout_batch):
+            for step in range(n // train_batch_size):
+                rows = torch.arange(step * train_batch_size, (step + 1) * train_batch_size)
+                step_loss = 0.0
+                for j in range(k):
+                    mb = {key: value[rows[j * micro:(j + 1) * micro]] for key, value in rollout_batch.items()}
+                    scored = log_probs_fn(policy, mb["input_ids"], mb["labels"], return_token_entropy=True)
+                    log_probs, mask = scored["log_probs"], mb["response_mask"]
+                    out["token_entropy"].append(float((scored["token_entropy"] * mask).sum() / mask.sum()))
+                    if kl_coef > 0:
+                        log_ratio = mb["ref_log_probs"] - log_probs
+                        per_token = torch.exp(log_ratio) - log_ratio - 1
+                        kl = ((per_token * mask).sum(-1) / mask.sum(-1)).mean()
+                        (kl_coef / k * kl).backward(retain_graph=True)
+                        step_loss += float(kl_coef / k * kl.detach())
+                        out["kl"].append(float(kl))
+                    loss, meta = train_step_fn(log_probs, mask, k, loss_type, raw_rewards=mb["raw_rewards"],
+                                               advantages=mb["advantages"], old_log_probs=mb.get("old_log_probs"),
+                                               cliprange=cliprange)
+                    step_loss += float(loss)
+                    if "clip_fraction" in meta:
+                        out["clip_fraction"].append(float(meta["clip_fraction"]))
+                out["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)))
+                optimizer.step()
+                if scheduler is not None:
+                    scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                out["loss"].append(step_loss)
+        return out
+    """,
+    # the trainer's packed update as a student writes it: without a KL term the rows of weight exactly 0
+    # (their loss and gradient are exactly 0) are left out, the rest sorted by length and cut into
+    # micro-batches of near-equal size, each weighed by its share of the train batch
+    "packed_by_length_zero_rows_skipped": given(SIGNATURE + """
+    n, k = len(rollout_batch["advantages"]), gradient_accumulation_steps
+    _check_rollout_batch(n, train_batch_size, k, kl_coef, rollout_batch)
+    micro = train_batch_size // k
+    weight = rollout_batch["raw_rewards" if loss_type == "no_baseline" else "advantages"]
+    mask_all = rollout_batch["response_mask"]
+    length = mask_all.shape[1] - mask_all.flip(-1).long().argmax(-1)  # one past each row's last response token
+    out = {"loss": [], "grad_norm": [], "token_entropy": [], "clip_fraction": [], "kl": []}
+    for _ in range(epochs_per_rollout_batch):
+        for first in range(0, n, train_batch_size):
+            rows = torch.arange(first, first + train_batch_size)
+            if kl_coef == 0:
+                rows = rows[weight[rows] != 0]
+            rows = rows[length[rows].argsort(stable=True)]
+            groups = rows.tensor_split(-(-len(rows) // micro)) if len(rows) else []
+            step_loss = 0.0
+            for mb_rows in groups:
+                mb = slice_micro_batch(rollout_batch, mb_rows)
+                share = train_batch_size / len(mb_rows)  # this micro-batch's rows weigh 1 / train_batch_size each
+                scored = log_probs_fn(policy, mb["input_ids"], mb["labels"], return_token_entropy=True)
+                log_probs, mask = scored["log_probs"], mb["response_mask"]
+                out["token_entropy"].append(float(masked_mean(scored["token_entropy"], mask)))
+                if kl_coef > 0:
+                    kl = masked_mean(kl_k3(log_probs, mb["ref_log_probs"]), mask, dim=-1).mean()
+                    (kl_coef * kl / share).backward(retain_graph=True)
+                    step_loss += float(kl_coef * kl / share)
+                    out["kl"].append(float(kl))
+                loss, meta = train_step_fn(log_probs, mask, share, loss_type, raw_rewards=mb["raw_rewards"],
+                                           advantages=mb["advantages"], old_log_probs=mb.get("old_log_probs"),
+                                           cliprange=cliprange)
+                step_loss += float(loss)
+                if "clip_fraction" in meta:
+                    out["clip_fraction"].append(float(meta["clip_fraction"]))
+            if not groups:  # nothing scored: a zero gradient, and the optimizer still steps on it
+                for p in policy.parameters():
+                    p.grad = torch.zeros_like(p)
+            out["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)))
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            out["loss"].append(step_loss)
+    return out
+    """),
+    # split / tensor_split over row indices, .item() for the logs, the optimizer's default zero_grad
+    "split_indices": given(SIGNATURE + """
+    N = rollout_batch["input_ids"].shape[0]
+    _check_rollout_batch(N, train_batch_size, gradient_accumulation_steps, kl_coef, rollout_batch)
+    logs = {"loss": [], "grad_norm": [], "token_entropy": [], "clip_fraction": [], "kl": []}
+    for epoch in range(epochs_per_rollout_batch):
+        for step_rows in torch.arange(N).split(train_batch_size):
+            total = 0.0
+            for mb_rows in step_rows.tensor_split(gradient_accumulation_steps):
+                mb = slice_micro_batch(rollout_batch, mb_rows)
+                res = log_probs_fn(policy, mb["input_ids"], mb["labels"], return_token_entropy=True)
+                logp, mask = res["log_probs"], mb["response_mask"]
+                logs["token_entropy"].append(masked_mean(res["token_entropy"], mask).item())
+                if kl_coef > 0:
+                    kl = masked_mean(kl_k3(logp, mb["ref_log_probs"]), mask, dim=-1).mean()
+                    kl_term = kl_coef * kl / gradient_accumulation_steps
+                    torch.autograd.backward(kl_term, retain_graph=True)  # train_step_fn backprops through logp next
+                    total += kl_term.item()
+                    logs["kl"].append(kl.item())
+                loss, meta = train_step_fn(logp, mask, gradient_accumulation_steps, loss_type,
+                                           raw_rewards=mb["raw_rewards"], advantages=mb["advantages"],
+                                           old_log_probs=mb.get("old_log_probs"), cliprange=cliprange)
+                total += loss.item()
+                if "clip_fraction" in meta:
+                    logs["clip_fraction"].append(float(meta["clip_fraction"]))
+            norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), max_norm=max_grad_norm)
+            optimizer.step()
+            if scheduler:
+                scheduler.step()
+            optimizer.zero_grad()
+            logs["grad_norm"].append(norm.item())
+            logs["loss"].append(total)
+    return logs
+    """),
+}
+
+
+# the loop of "full_width_micro_batches" with one realistic edit each, and the hidden cases each must fail
+# (it may fail others too)
+FULL_WIDTH = CORRECT["full_width_micro_batches"]
+# its lines after the micro-batches of a train batch: clip (and log the norm), step, schedule, zero
+CLIP = 'out["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)))'
+SCHEDULE = "                if scheduler is not None:\n                    scheduler.step()\n"
+TRAIN_BATCH_STEP = ("                " + CLIP + "\n                optimizer.step()\n" + SCHEDULE
+                    + "                optimizer.zero_grad(set_to_none=True)\n")
+MISTAKES = {
+    # the gradients zeroed before each micro-batch: only the last one's reaches the step
+    "zero_grad_between_micro_batches": (edited(FULL_WIDTH, (
+        "for j in range(k):\n",
+        "for j in range(k):\n"
+        "                    optimizer.zero_grad(set_to_none=True)  # a clean slate for each micro-batch\n")),
+        ["on_policy_k2", "on_policy_k4"]),
+    # an optimizer step (and clip, schedule, zero) after every micro-batch: k steps where one is due
+    "optimizer_step_per_micro_batch": (edited(FULL_WIDTH, (TRAIN_BATCH_STEP,
+                                                          textwrap.indent(TRAIN_BATCH_STEP, "    "))),
+                                       ["on_policy_k2", "on_policy_k4"]),
+    # never zeroed: each step's gradient carries the previous steps'
+    "no_zero_grad": (edited(FULL_WIDTH, ("                optimizer.zero_grad(set_to_none=True)\n", "")),
+                     ["two_optimizer_steps_per_rollout_batch"]),
+    # the norm logged, the gradient never clipped
+    "no_gradient_clipping": (edited(FULL_WIDTH, (
+        CLIP,
+        "norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in policy.parameters()\n"
+        "                                                             if p.grad is not None]))\n"
+        '                out["grad_norm"].append(float(norm))')),
+        ["two_optimizer_steps_per_rollout_batch", "grad_clipped_two_steps"]),
+    # clipped after optimizer.step(): the step has used the unclipped gradient
+    "clipping_after_the_step": (edited(FULL_WIDTH, (CLIP + "\n                optimizer.step()\n",
+                                                   "optimizer.step()\n                " + CLIP + "\n")),
+        ["two_optimizer_steps_per_rollout_batch", "grad_clipped_two_steps"]),
+    # the scheduler is never stepped: the warmup's first factor forever
+    "scheduler_not_stepped": (edited(FULL_WIDTH, (SCHEDULE, "")),
+                              ["warmup_schedule_two_epochs"]),
+    # the scheduler stepped after every micro-batch: the schedule runs k times too fast
+    "scheduler_stepped_per_micro_batch": (edited(FULL_WIDTH, (SCHEDULE, ""), (
+        'out["clip_fraction"].append(float(meta["clip_fraction"]))\n',
+        'out["clip_fraction"].append(float(meta["clip_fraction"]))\n' + textwrap.indent(SCHEDULE, "    "))),
+        ["warmup_schedule_two_epochs"]),
+    # one pass whatever epochs_per_rollout_batch says
+    "epochs_ignored": (edited(FULL_WIDTH, ("for _ in range(epochs_per_rollout_batch):",
+                                           "for _ in range(1):  # one epoch")),
+                       ["grpo_clip_two_epochs_given_old_log_probs", "temperature_policy"]),
+    # "the old policy is the policy before the update": recomputed from the current one (ratio 1 in the
+    # first epoch), not taken as given from the sampling policy
+    "old_log_probs_recomputed": (edited(FULL_WIDTH, (
+        "        micro = train_batch_size // k\n",
+        "        micro = train_batch_size // k\n"
+        "        rollout_batch = dict(rollout_batch)\n"
+        '        if "old_log_probs" in rollout_batch:\n'
+        "            with torch.no_grad():\n"
+        '                rollout_batch["old_log_probs"] = log_probs_fn(policy, rollout_batch["input_ids"],\n'
+        '                                                              rollout_batch["labels"])["log_probs"]\n')),
+        ["grpo_clip_two_epochs_given_old_log_probs", "temperature_policy"]),
+    # every n_steps-th row in a train batch: each group split across optimizer steps
+    "strided_train_batches": (edited(FULL_WIDTH, (
+        "rows = torch.arange(step * train_batch_size, (step + 1) * train_batch_size)",
+        "rows = torch.arange(step, n, n // train_batch_size)")),
+        ["two_optimizer_steps_per_rollout_batch", "grad_clipped_two_steps"]),
+    # the KL term subtracted: a reward for moving away from the reference
+    "kl_wrong_sign": (edited(FULL_WIDTH,
+                             ("(kl_coef / k * kl).backward(", "(-kl_coef / k * kl).backward("),
+                             ("float(kl_coef / k * kl.detach())", "float(-kl_coef / k * kl.detach())")),
+                      ["kl_penalty_to_reference", "kl_penalty_grpo_clip_k4"]),
+    # the KL term of each micro-batch not divided by k: k micro-batches count it k times
+    "kl_not_divided_by_k": (edited(FULL_WIDTH,
+                                   ("(kl_coef / k * kl).backward(", "(kl_coef * kl).backward("),
+                                   ("float(kl_coef / k * kl.detach())", "float(kl_coef * kl.detach())")),
+                            ["kl_penalty_to_reference", "kl_penalty_grpo_clip_k4"]),
+    # the step's loss overwritten by each micro-batch's: the last one's, not their sum
+    "loss_of_the_last_micro_batch_only": (edited(FULL_WIDTH, ("step_loss += float(loss)", "step_loss = float(loss)")),
+                                          ["on_policy_k2", "on_policy_k4"]),
+}
+
+# The same update with the whole train batch scored at once (k micro-batches of one train batch add up to
+# its gradient; more memory, and the visible checks count the calls, but the update is the one graded).
+# It found a hole in the first tolerance rule: in on_policy_k4 its returned loss was -0.00402839403639027
+# against the float64 truth -0.004028394036390215, an error of 5.55e-17, half a unit in the last place of
+# the micro-batch terms (~0.5) whose sum the loss is (a group's advantages sum to 0, so the terms cancel to
+# 0.004), while the tolerance, 16 * eps * |loss| = 1.43e-17, knew only the cancelled value. The rule now
+# carries the rounding of the inputs through the reference (`autograder.cases.perturb`), which measures
+# that cancellation on every case, and this version earns full marks.
+WHOLE_TRAIN_BATCH_AT_ONCE = given(SIGNATURE + """
+    n = len(rollout_batch["advantages"])
+    _check_rollout_batch(n, train_batch_size, gradient_accumulation_steps, kl_coef, rollout_batch)
+    out = {"loss": [], "grad_norm": [], "token_entropy": [], "clip_fraction": [], "kl": []}
+    for _ in range(epochs_per_rollout_batch):
+        for first in range(0, n, train_batch_size):
+            tb = slice_micro_batch(rollout_batch, slice(first, first + train_batch_size))
+            scored = log_probs_fn(policy, tb["input_ids"], tb["labels"], return_token_entropy=True)
+            log_probs, mask = scored["log_probs"], tb["response_mask"]
+            out["token_entropy"].append(float(masked_mean(scored["token_entropy"], mask)))
+            step_loss = 0.0
+            if kl_coef > 0:
+                kl = masked_mean(kl_k3(log_probs, tb["ref_log_probs"]), mask, dim=-1).mean()
+                (kl_coef * kl).backward(retain_graph=True)
+                step_loss += float(kl_coef * kl)
+                out["kl"].append(float(kl))
+            loss, meta = train_step_fn(log_probs, mask, 1, loss_type, raw_rewards=tb["raw_rewards"],
+                                       advantages=tb["advantages"], old_log_probs=tb.get("old_log_probs"),
+                                       cliprange=cliprange)
+            step_loss += float(loss)
+            if "clip_fraction" in meta:
+                out["clip_fraction"].append(float(meta["clip_fraction"]))
+            out["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)))
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            out["loss"].append(step_loss)
+    return out
+    """)
+CORRECT["whole_train_batch_at_once"] = WHOLE_TRAIN_BATCH_AT_ONCE
+
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+
+
+def test_every_case_a_mistake_names_exists():
+    names = set(suite_cases())
+    assert {c for _, cases in MISTAKES.values() for c in cases} <= names
+
+
+# ---------------------------------------------------------------- the notebook's visible checks
+# what the visible self-check of lessons/09_full_grpo.py says about each mistake (a phrase of its message)
+VISIBLE_MESSAGES = {
+    "zero_grad_between_micro_batches": "zeroed between micro-batches",
+    "optimizer_step_per_micro_batch": "once per train batch and epoch",
+    "no_zero_grad": "gradients are left over",
+    "no_gradient_clipping": "clip the accumulated gradient before the step",
+    "clipping_after_the_step": "clip the accumulated gradient before the step",
+    "scheduler_not_stepped": "the scheduler stepped 0 times",
+    "scheduler_stepped_per_micro_batch": "scheduler.step() ran between micro-batches",
+    "epochs_ignored": "once per train batch and epoch",
+    "old_log_probs_recomputed": "never to recompute the old log-probs",
+    "strided_train_batches": "so a group stays in one step",
+    "kl_wrong_sign": "the KL term has the wrong sign",
+    "kl_not_divided_by_k": "must be divided by k",
+    "loss_of_the_last_micro_batch_only": "the returned loss is not the batch loss",
+}
+
+
+@pytest.mark.slow
+def test_the_notebooks_visible_checks_name_each_mistake(monkeypatch):
+    """The visible checks of notebook 09, built from lessons/09_full_grpo.py as the solution notebook is
+    (run as while grading, the hidden check left out), pass a correct loop and stop each wrong version
+    with the message that names its mistake."""
+    import sys
+
+    assert set(VISIBLE_MESSAGES) == set(MISTAKES)
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        from build_solutions import build_notebook
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    lesson = REPO / "lessons" / "09_full_grpo.py"
+    cells = [c for c in build_notebook(lesson).cells if c.cell_type == "code"]
+    test = next(i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "grpo_train_step")
+    namespace = {"__name__": "__main__"}
+    exec(compile("\n\n".join(c.source for c in cells[:test]), str(lesson), "exec"), namespace)
+    visible = compile(cells[test].source.split("### BEGIN HIDDEN TESTS")[0], str(lesson), "exec")
+    exec(visible, {**namespace, "grpo_train_step": fn_from(CORRECT["full_width_micro_batches"], "grpo_train_step")})
+    for mistake, phrase in VISIBLE_MESSAGES.items():
+        with pytest.raises(AssertionError, match=re.escape(phrase)):
+            exec(visible, {**namespace, "grpo_train_step": fn_from(MISTAKES[mistake][0], "grpo_train_step")})

@@ -1,0 +1,189 @@
+"""masked_normalize (notebook 03): the reference's contract, correct versions that earn full marks
+through the real judge, and realistic mistakes that lose them (CONTRIBUTING.md, "Adding a graded
+function").
+
+The contract says masked-out entries may hold -inf or NaN (a padding log-prob), so multiplying by
+the mask (0 * inf = NaN) is a mistake; selecting (where, masked_fill, boolean indexing) is right."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from course_lib import masked_normalize
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, rand_mask, randn, seeds, shapes
+
+SUITE = "masked_normalize"
+dims = st.sampled_from([None, 0, 1, -1])
+
+
+# ---------------------------------------------------------------- the reference
+@PROPERTY_SETTINGS
+@given(shapes, seeds, dims, st.sampled_from([1.0, 42.0, 0.5]))
+def test_masked_normalize_matches_float64(shape, seed, dim, constant):
+    x = randn(*shape, seed=seed)
+    m = rand_mask(*shape, seed=seed)
+    got = masked_normalize(x, m, dim=dim, normalize_constant=constant)
+    xs = (x.double() * m.double())
+    expected = (xs.sum() if dim is None else xs.sum(dim)) / constant
+    torch.testing.assert_close(got.double(), expected, atol=1e-6, rtol=1e-6)
+
+
+def test_masked_normalize_empty_mask():
+    x = randn(2, 3)
+    empty = torch.zeros(2, 3, dtype=torch.bool)
+    assert masked_normalize(x, empty).item() == 0.0
+    assert torch.equal(masked_normalize(x, empty, dim=1), torch.zeros(2))
+
+
+def test_masked_normalize_ignores_non_finite_values_under_the_mask():
+    x = torch.tensor([[1.0, -math.inf, 3.0]])
+    m = torch.tensor([[1, 0, 1]])
+    assert masked_normalize(x, m).item() == 4.0
+
+
+def test_masked_normalize_accepts_float_and_int_masks():
+    x = randn(3, 4, seed=2)
+    mb = rand_mask(3, 4, seed=2)
+    for m in (mb.float(), mb.long()):
+        assert torch.equal(masked_normalize(x, m, dim=1, normalize_constant=42.0), masked_normalize(x, mb, dim=1, normalize_constant=42.0))
+
+
+@PROPERTY_SETTINGS
+@given(shapes, seeds, dims, st.sampled_from([1.0, 42.0, 0.5, 3]))
+def test_reference_all_zero_mask_gives_zero(shape, seed, dim, constant):
+    x = randn(*shape, seed=seed, scale=1e4)
+    x[..., 0] = -math.inf  # masked out: must not leak
+    got = masked_normalize(x, torch.zeros(shape, dtype=torch.bool), dim=dim, normalize_constant=constant)
+    assert torch.equal(got, torch.zeros_like(got)) and got.shape == (() if dim is None else x.sum(dim).shape)
+
+
+@PROPERTY_SETTINGS
+@given(shapes, seeds, dims, st.sampled_from([42.0, 0.5, 3, 1e-3, 7.25]))
+def test_reference_constant_scales_exactly(shape, seed, dim, constant):
+    x, m = randn(*shape, seed=seed), rand_mask(*shape, seed=seed)
+    plain = masked_normalize(x, m, dim=dim)  # the default constant, 1: a plain masked sum
+    assert torch.equal(masked_normalize(x, m, dim=dim, normalize_constant=constant), plain / constant)
+
+
+@PROPERTY_SETTINGS
+@given(shapes, seeds, dims, st.sampled_from([1.0, 42.0]))
+def test_reference_gradient_is_the_mask_over_the_constant(shape, seed, dim, constant):
+    x = randn(*shape, seed=seed).requires_grad_()
+    m = rand_mask(*shape, seed=seed)
+    masked_normalize(x, m, dim=dim, normalize_constant=constant).sum().backward()
+    torch.testing.assert_close(x.grad, m.float() / constant, atol=0, rtol=1e-6)
+
+
+def test_reference_keeps_float64():
+    x = randn(3, 4, dtype=torch.float64)
+    assert masked_normalize(x, rand_mask(3, 4), dim=-1, normalize_constant=42.0).dtype == torch.float64
+
+
+# ---------------------------------------------------------------- correct versions and mistakes
+CORRECT = {
+    "torch_where": """
+        import torch
+        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
+            kept = torch.where(mask.bool(), tensor, 0.0)
+            total = kept.sum() if dim is None else kept.sum(dim=dim)
+            return total / normalize_constant
+    """,
+    "masked_fill": """
+        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
+            kept = tensor.masked_fill(~mask.bool().expand_as(tensor), 0)
+            total = kept.sum() if dim is None else kept.sum(dim)
+            return total / normalize_constant
+    """,
+    # boolean indexing picks the kept entries for dim=None (a broadcast mask expanded first)
+    "boolean_indexing": """
+        import torch
+        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
+            keep = mask.bool().expand(tensor.shape)
+            if dim is None:
+                return tensor[keep].sum() / normalize_constant
+            zeros = torch.zeros_like(tensor)
+            return torch.where(keep, tensor, zeros).sum(dim=dim) / normalize_constant
+    """,
+    # each entry divided first, then summed: the same number, another rounding
+    "divide_then_sum": """
+        import torch
+        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
+            scaled = torch.where(mask != 0, tensor / normalize_constant, torch.zeros_like(tensor))
+            return scaled.sum() if dim is None else scaled.sum(dim)
+    """,
+    # accumulated in float64, cast back to the tensor's dtype
+    "float64_accumulation": """
+        import torch
+        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
+            kept = torch.where(mask.bool(), tensor.double(), 0.0)
+            total = kept.sum() if dim is None else kept.sum(dim=dim)
+            return (total / normalize_constant).to(tensor.dtype)
+    """,
+}
+MISTAKES = {
+    # 0 * (-inf) = NaN: a masked padding log-prob leaks into the sum
+    "tensor_times_mask": ("""
+        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
+            kept = tensor * mask
+            return (kept.sum() if dim is None else kept.sum(dim=dim)) / normalize_constant
+    """, ["masked_inf_and_nan"]),
+    "divides_by_the_token_count": ("""
+        import torch
+        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
+            kept = torch.where(mask.bool(), tensor, 0.0)
+            if dim is None:
+                return kept.sum() / mask.sum()
+            return kept.sum(dim=dim) / mask.sum(dim=dim)
+    """, ["dim_last_c42_bool_mask", "all_zero_mask_dim_none"]),
+    "dim_none_sums_the_last_dim": ("""
+        import torch
+        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
+            kept = torch.where(mask.bool(), tensor, 0.0)
+            return kept.sum(dim=-1 if dim is None else dim) / normalize_constant
+    """, ["dim_none_c42", "3d_dim_none"]),
+    "cast_to_float32": ("""
+        import torch
+        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
+            kept = torch.where(mask.bool(), tensor.float(), 0.0)
+            return (kept.sum() if dim is None else kept.sum(dim=dim)) / normalize_constant
+    """, ["float64_tensor"]),
+    # torch.where needs a bool condition: an int or float mask raises
+    "bool_mask_assumed": ("""
+        import torch
+        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
+            kept = torch.where(mask, tensor, 0.0)
+            return (kept.sum() if dim is None else kept.sum(dim=dim)) / normalize_constant
+    """, ["float_mask_0_1", "long_mask_0_1"]),
+    "mean_instead_of_sum": ("""
+        import torch
+        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
+            kept = torch.where(mask.bool(), tensor, 0.0)
+            return (kept.mean() if dim is None else kept.mean(dim=dim)) / normalize_constant
+    """, ["dim_last_c42_bool_mask", "dim_none_c42"]),
+    "multiplies_by_the_constant": ("""
+        import torch
+        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
+            kept = torch.where(mask.bool(), tensor, 0.0)
+            return (kept.sum() if dim is None else kept.sum(dim=dim)) * normalize_constant
+    """, ["dim_last_c42_bool_mask", "dim0_c_half"]),
+    # keepdim=True: a (B, 1) result where the contract says (B,)
+    "keepdim": ("""
+        import torch
+        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
+            kept = torch.where(mask.bool(), tensor, 0.0)
+            return (kept.sum() if dim is None else kept.sum(dim=dim, keepdim=True)) / normalize_constant
+    """, ["dim_last_c42_bool_mask", "3d_dim1"]),
+    # `//` (a habit from integer code) floors the quotient
+    "floor_division": ("""
+        import torch
+        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
+            kept = torch.where(mask.bool(), tensor, 0.0)
+            return (kept.sum() if dim is None else kept.sum(dim=dim)) // normalize_constant
+    """, ["int_constant_3", "dim_last_c42_bool_mask"]),
+}
+
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)

@@ -1,0 +1,220 @@
+"""tokenize_prompt_and_output (notebook 01): the reference's contract, correct versions that earn
+full marks through the real judge, and realistic mistakes that lose them (CONTRIBUTING.md, "Adding
+a graded function")."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+
+from course_lib import tokenize_prompt_and_output
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, course_tokenizer, edited
+
+SUITE = "tokenize_prompt_and_output"
+
+
+# ---------------------------------------------------------------- the reference
+@pytest.fixture(scope="module")
+def word_tokenizer():
+    """A whitespace word-level tokenizer: token boundaries are obvious, so offsets can be checked."""
+    words = ["<pad>", "<unk>"] + "the cat sat on a mat and ran away fast 1 2 3 4 5 6 7 8 9 0".split()
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>")
+
+
+def test_tokenize_prompt_and_output_shift_mask_and_padding(word_tokenizer):
+    prompts = ["the cat", "a mat and the cat"]
+    outputs = ["sat on a mat", "ran"]
+    out = tokenize_prompt_and_output(prompts, outputs, word_tokenizer)
+    ids = lambda s: word_tokenizer(s, add_special_tokens=False)["input_ids"]
+    full0 = ids("the cat") + ids("sat on a mat")  # 6 tokens: the longest
+    full1 = ids("a mat and the cat") + ids("ran")  # 6 tokens too
+    assert out["input_ids"].shape == out["labels"].shape == out["response_mask"].shape == (2, 5)
+    assert out["input_ids"][0].tolist() == full0[:-1]
+    assert out["labels"][0].tolist() == full0[1:]
+    assert out["input_ids"][1].tolist() == full1[:-1]
+    assert out["labels"][1].tolist() == full1[1:]
+    # label j is full token j+1: output tokens of example 0 are full[2:6] -> labels 1..4
+    assert out["response_mask"][0].tolist() == [False, True, True, True, True]
+    assert out["response_mask"][1].tolist() == [False, False, False, False, True]
+    assert out["input_ids"].dtype == out["labels"].dtype == torch.long
+
+
+def test_tokenize_pads_right_and_masks_no_padding(word_tokenizer):
+    out = tokenize_prompt_and_output(["the", "the cat sat"], ["cat", "on a mat and ran away"], word_tokenizer)
+    pad = word_tokenizer.pad_token_id
+    # example 0 has 2 tokens, the batch max is 9: full = [the, cat, pad * 7]
+    assert out["input_ids"].shape == (2, 8)
+    assert out["labels"][0].tolist() == [word_tokenizer.convert_tokens_to_ids("cat")] + [pad] * 7
+    assert out["response_mask"][0].tolist() == [True] + [False] * 7
+    assert out["response_mask"][1].sum().item() == 6
+    assert not out["response_mask"][out["labels"] == pad].any()
+
+
+def test_tokenize_rejects_mismatched_lists(word_tokenizer):
+    with pytest.raises(ValueError, match="2 prompts but 1 outputs"):
+        tokenize_prompt_and_output(["a", "b"], ["c"], word_tokenizer)
+
+
+@functools.lru_cache(maxsize=1)
+def _course_tokenizer():
+    return course_tokenizer()
+
+
+texts = st.text(alphabet="ab xy1 2+=<>:?\n", min_size=1, max_size=25)
+
+
+@PROPERTY_SETTINGS
+@given(st.lists(st.tuples(texts, st.text(alphabet="ab xy1 2+=<>:?\n", max_size=25)), min_size=1, max_size=4))
+def test_reference_layout_on_the_course_tokenizer(pairs):
+    tok = _course_tokenizer()
+    prompts, outputs = [p for p, _ in pairs], [o for _, o in pairs]
+    out = tokenize_prompt_and_output(prompts, outputs, tok)
+    P = [len(tok(p, add_special_tokens=False)["input_ids"]) for p in prompts]
+    O = [len(tok(o, add_special_tokens=False)["input_ids"]) for o in outputs]
+    L = max(p + o for p, o in zip(P, O))
+    ids, labels, mask = out["input_ids"], out["labels"], out["response_mask"]
+    assert ids.shape == labels.shape == mask.shape == (len(pairs), L - 1)
+    assert ids.dtype == labels.dtype == torch.long and mask.dtype == torch.bool
+    assert torch.equal(labels[:, :-1], ids[:, 1:])  # the shift by one
+    for i, (p, o) in enumerate(zip(P, O)):
+        assert mask[i].tolist() == [p - 1 <= j < p + o - 1 for j in range(L - 1)]
+        assert (labels[i, p + o - 1:] == tok.pad_token_id).all()  # right padding with the pad id
+
+
+# ---------------------------------------------------------------- correct versions and mistakes
+TOKENIZE_BASE = """
+    import torch
+    def tokenize_prompt_and_output(prompt_strs, output_strs, tokenizer):
+        if len(prompt_strs) != len(output_strs):
+            raise ValueError("lengths differ")
+        if tokenizer.pad_token_id is None:
+            raise ValueError("no pad token")
+        P = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompt_strs]
+        O = [tokenizer(o, add_special_tokens=False)["input_ids"] for o in output_strs]
+        L = max(len(p) + len(o) for p, o in zip(P, O))
+        full = torch.full((len(P), L), tokenizer.pad_token_id, dtype=torch.long)
+        is_out = torch.zeros((len(P), L), dtype=torch.bool)
+        for i, (p, o) in enumerate(zip(P, O)):
+            full[i, :len(p) + len(o)] = torch.tensor(p + o, dtype=torch.long)
+            is_out[i, len(p):len(p) + len(o)] = True
+        return {"input_ids": full[:, :-1], "labels": full[:, 1:], "response_mask": is_out[:, 1:]}
+"""
+CORRECT = {
+    # per-example tokenization, a pre-filled pad tensor, the mask written row by row
+    "per_example_loop": TOKENIZE_BASE,
+    # batched tokenization, pad_sequence for the ids and the mask
+    "batched_pad_sequence": """
+        import torch
+        from torch.nn.utils.rnn import pad_sequence
+        def tokenize_prompt_and_output(prompt_strs, output_strs, tokenizer):
+            if len(prompt_strs) != len(output_strs) or tokenizer.pad_token_id is None:
+                raise ValueError("bad batch")
+            enc = lambda texts: tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+            rows, masks = [], []
+            for p, o in zip(enc(prompt_strs), enc(output_strs)):
+                rows.append(torch.tensor(p + o, dtype=torch.long))
+                masks.append(torch.tensor([False] * len(p) + [True] * len(o)))
+            full = pad_sequence(rows, batch_first=True, padding_value=tokenizer.pad_token_id)
+            mask = pad_sequence(masks, batch_first=True, padding_value=False)
+            return {"input_ids": full[:, :-1], "labels": full[:, 1:], "response_mask": mask[:, 1:]}
+    """,
+    # Python lists padded by hand; the mask from the lengths by comparison with positions
+    "lists_and_position_mask": """
+        import torch
+        def tokenize_prompt_and_output(prompt_strs, output_strs, tokenizer):
+            if len(prompt_strs) != len(output_strs):
+                raise ValueError(f"{len(prompt_strs)} prompts, {len(output_strs)} outputs")
+            pad = tokenizer.pad_token_id
+            if pad is None:
+                raise ValueError("set a pad token first")
+            prompts = [tokenizer.encode(p, add_special_tokens=False) for p in prompt_strs]
+            outputs = [tokenizer.encode(o, add_special_tokens=False) for o in output_strs]
+            seqs = [p + o for p, o in zip(prompts, outputs)]
+            L = max(map(len, seqs))
+            full = torch.tensor([s + [pad] * (L - len(s)) for s in seqs], dtype=torch.long)
+            P = torch.tensor([len(p) for p in prompts])[:, None]
+            O = torch.tensor([len(o) for o in outputs])[:, None]
+            j = torch.arange(L - 1)[None, :]  # label positions: label j is token j + 1
+            mask = (j >= P - 1) & (j < P + O - 1)
+            return {"input_ids": full[:, :-1], "labels": full[:, 1:], "response_mask": mask}
+    """,
+    # each row concatenated from its pieces, then stacked
+    "cat_and_stack": """
+        import torch
+        def tokenize_prompt_and_output(prompt_strs, output_strs, tokenizer):
+            if len(prompt_strs) != len(output_strs):
+                raise ValueError("prompts and outputs differ in number")
+            if tokenizer.pad_token_id is None:
+                raise ValueError("the tokenizer has no pad token")
+            p_ids = tokenizer(prompt_strs, add_special_tokens=False).input_ids
+            o_ids = tokenizer(output_strs, add_special_tokens=False).input_ids
+            L = max(len(p) + len(o) for p, o in zip(p_ids, o_ids))
+            rows, masks = [], []
+            for p, o in zip(p_ids, o_ids):
+                n_pad = L - len(p) - len(o)
+                rows.append(torch.cat([torch.tensor(p, dtype=torch.long), torch.tensor(o, dtype=torch.long),
+                                       torch.full((n_pad,), tokenizer.pad_token_id, dtype=torch.long)]))
+                masks.append(torch.cat([torch.zeros(len(p), dtype=torch.bool), torch.ones(len(o), dtype=torch.bool),
+                                        torch.zeros(n_pad, dtype=torch.bool)]))
+            full, mask = torch.stack(rows), torch.stack(masks)
+            return {"input_ids": full[:, :-1].clone(), "labels": full[:, 1:].clone(), "response_mask": mask[:, 1:].clone()}
+    """,
+}
+
+
+MISTAKES = {
+    # the default adds the tokenizer's BOS (and EOS) to every text: the strings already hold the format
+    "special_tokens_added": (edited(TOKENIZE_BASE, ("tokenizer(p, add_special_tokens=False)", "tokenizer(p)"),
+                                    ("tokenizer(o, add_special_tokens=False)", "tokenizer(o)")),
+                             ["tokenizer_adds_bos", "tokenizer_adds_bos_and_eos"]),
+    # tokens merge across the boundary of prompt and output when the two are tokenized together
+    "prompt_and_output_tokenized_together": (edited(TOKENIZE_BASE, (
+        'O = [tokenizer(o, add_special_tokens=False)["input_ids"] for o in output_strs]',
+        'O = [tokenizer(p + o, add_special_tokens=False)["input_ids"][len(q):] for p, o, q in zip(prompt_strs, output_strs, P)]')),
+        ["prompt_ends_mid_word"]),
+    # padded with id 0, whatever the tokenizer's pad token is
+    "padded_with_0": (edited(TOKENIZE_BASE, ("tokenizer.pad_token_id, dtype", "0, dtype")), ["pad_token_is_not_id_0"]),
+    # the mask of the tokens, not of the labels: one position off
+    "mask_not_shifted": (edited(TOKENIZE_BASE, ('"response_mask": is_out[:, 1:]', '"response_mask": is_out[:, :-1]')),
+                         ["r1_zero_batch_of_three"]),
+    # the labels are the input ids: no next-token shift
+    "labels_not_shifted": (edited(TOKENIZE_BASE, ('"labels": full[:, 1:]', '"labels": full[:, :-1]')),
+                           ["r1_zero_batch_of_three"]),
+    # the mask runs on to the end of the row, over the padding
+    "mask_covers_padding": (edited(TOKENIZE_BASE, ("is_out[i, len(p):len(p) + len(o)] = True",
+                                                   "is_out[i, len(p):] = True")),
+                            ["r1_zero_batch_of_three"]),
+    # a mask of 0s and 1s, not booleans
+    "mask_as_long": (edited(TOKENIZE_BASE, ('"response_mask": is_out[:, 1:]', '"response_mask": is_out[:, 1:].long()')),
+                     ["single_example"]),
+    # the padding on the left of each row, not on the right
+    "left_padding": (edited(TOKENIZE_BASE, (
+        "full[i, :len(p) + len(o)] = torch.tensor(p + o, dtype=torch.long)\n            is_out[i, len(p):len(p) + len(o)] = True",
+        "full[i, L - len(p) - len(o):] = torch.tensor(p + o, dtype=torch.long)\n            is_out[i, L - len(o):] = True")),
+        ["r1_zero_batch_of_three"]),
+    # bad input is not a ValueError: the lengths and the pad token never checked
+    "no_value_errors": (edited(TOKENIZE_BASE, ("""        if len(prompt_strs) != len(output_strs):
+            raise ValueError("lengths differ")
+        if tokenizer.pad_token_id is None:
+            raise ValueError("no pad token")
+""", "")), ["more_prompts_than_outputs", "tokenizer_without_pad_token"]),
+    # int32 ids, not the contract's long
+    "ids_as_int32": (edited(TOKENIZE_BASE, ("tokenizer.pad_token_id, dtype=torch.long",
+                                            "tokenizer.pad_token_id, dtype=torch.int32")),
+                     ["single_example"]),
+    # an EOS after each output (a habit from pretraining data): the strings already end as they should
+    "eos_appended_to_the_output": (edited(TOKENIZE_BASE, (
+        'O = [tokenizer(o, add_special_tokens=False)["input_ids"] for o in output_strs]',
+        'O = [tokenizer(o, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for o in output_strs]')),
+        ["single_example"]),
+}
+
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
