@@ -33,9 +33,9 @@ def tool_env(env: dict | None = None) -> dict:
 
 
 def nbgrader(args: list[str], course: Path, env: dict | None = None, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
-    """Run `nbgrader ARGS` with the course config in the course folder `course`."""
+    """Run `nbgrader ARGS` (through `autograder.nbgrader_cli`) with the course config in the course folder `course`."""
     shutil.copy(CONFIG, course / "nbgrader_config.py")
-    cmd = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.root={course}"]
+    cmd = [sys.executable, "-m", "autograder.nbgrader_cli", *args, f"--CourseDirectory.root={course}"]
     proc = subprocess.run(cmd, cwd=course, env=tool_env(env), capture_output=True, text=True, **kwargs)
     if check and proc.returncode != 0:
         raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")

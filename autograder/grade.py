@@ -8,7 +8,8 @@ student, in a private temporary folder:
 1. **Copy in.** The assignment's gradebook entries and that one submission are copied into a work
    folder, never following a link: symbolic links, pipes and devices in the submission are left
    out (and noted), and the copy is bounded in size (`autograder.safe_files`). A student folder
-   that is itself a link is not graded.
+   that is itself a link is not graded. The cells after a notebook's last graded cell are cut:
+   they cannot change a score, and they are most of its time (`cut_after_last_graded_cell`).
 2. **Run.** `nbgrader autograde` runs in a bubblewrap sandbox built from what it needs
    (`autograder.sandbox`): the Python environment, `autograder/` without hidden cases, `data/`,
    `configs/`, a stubbed `course_lib` in which every graded name of ASSIGNMENT and later raises
@@ -132,12 +133,30 @@ def outcome(rc: int | None, hit: frozenset, log: str, scores, notebooks, timeout
     return "ok", []
 
 
+def cut_after_last_graded_cell(folder: Path, cells: list[dict]) -> None:
+    """Each submitted notebook without the cells after its last graded cell: nothing there can
+    change a score (a cell's points are its own outputs), and running them is most of a
+    notebook's time in grading mode (figures, the trainer runs of 05 and 09). A notebook that
+    does not parse is left for nbgrader to judge."""
+    graded = {(c["notebook"], c["cell"]) for c in cells}
+    for path in sorted(folder.glob("*.ipynb")):
+        try:
+            nb = nbformat.read(path, as_version=4)
+        except Exception:  # noqa: BLE001 - whatever the submission holds
+            continue
+        ids = [(path.stem, c.get("metadata", {}).get("nbgrader", {}).get("grade_id")) for c in nb.cells]
+        last = max((i for i, key in enumerate(ids) if key in graded), default=None)
+        if last is not None and last + 1 < len(nb.cells):
+            nb.cells = nb.cells[: last + 1]
+            nbformat.write(nb, path)
+
+
 def real_folder(path: Path) -> bool:
     """A folder that is not itself a symbolic link."""
     return path.is_dir() and not path.is_symlink()
 
 
-def stage_seconds(marks: dict, notebooks, judge_seconds: list[float]) -> dict:
+def stage_seconds(marks: dict, notebooks, judge_seconds: dict[str, float]) -> dict:
     """Where a submission's time went: copying in; nbgrader's and the kernel's start (up to the
     first cell); the cells, less the judge; the judge's calls; nbgrader's finish (after the last
     cell: the gradebook, the files); reading back. The cells' times come from the executed
@@ -150,7 +169,7 @@ def stage_seconds(marks: dict, notebooks, judge_seconds: list[float]) -> dict:
     out = {"copy_in": marks["run"] - marks["start"], "read_back": marks["done"] - marks["ran"]}
     if begin and end:
         first, last = (datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() for t in (min(begin), max(end)))
-        judge = sum(judge_seconds)
+        judge = sum(judge_seconds.values())
         out.update({"nbgrader_and_kernel_start": first - marks["run"], "cells": last - first - judge, "judge": judge,
                     "nbgrader_finish": marks["ran"] - last})
     return {k: round(max(v, 0.0), 2) for k, v in out.items()}
@@ -182,12 +201,13 @@ def grade_one(student: str, index: int, submission: Path, assignment: str, base:
     if not any(target.glob("*.ipynb")):
         row["status"] = "no notebook"
         return row
+    cut_after_last_graded_cell(target, cells)
     # 2. run, 3. judge: the kernel and the judge's processes share one slot of limits
     stub = kernel_course_lib(assignment)
     marks["run"] = time.time()
     with Slot(int(memory_gb * 2**30)) as slot, \
             JudgeServer(sock_dir / "judge.sock", assignment=assignment, budget=budget, slot=slot) as judge:
-        cmd = sandboxed([sys.executable, "-m", "nbgrader", "autograde", assignment, "--student", student,
+        cmd = sandboxed([sys.executable, "-m", "autograder.nbgrader_cli", "autograde", assignment, "--student", student,
                          f"--CourseDirectory.root={work}"], course_lib=stub, writable=[work], binds=[sock_dir])
         env = {k: v for k, v in tool_env().items() if not k.startswith(("AUTOGRADER_", "JUPYTER_"))}
         env.update({"AUTOGRADER_JUDGE_SOCKET": str(sock_dir / "judge.sock"), "HOME": str(work / "home"),
@@ -197,7 +217,7 @@ def grade_one(student: str, index: int, submission: Path, assignment: str, base:
         slot.close()  # nothing of the submission outlives its run
         marks["ran"] = time.time()
         verdicts = {k: list(v) for k, v in judge.verdicts.items()}
-        refused, judge_seconds = dict(judge.refused), list(judge.seconds)
+        refused, judge_seconds = dict(judge.refused), dict(judge.seconds)
     # 4. read back, never through a link
     out = private / "out"
     graded = work / "autograded" / student / assignment
@@ -226,6 +246,7 @@ def grade_one(student: str, index: int, submission: Path, assignment: str, base:
     marks["done"] = time.time()
     row["seconds"] = round(marks["done"] - started, 1)
     row["stages"] = stage_seconds(marks, notebooks, judge_seconds)
+    row["judge_seconds"] = {k: round(v, 2) for k, v in judge_seconds.items()}
     return row
 
 

@@ -79,11 +79,13 @@ class JudgeServer:
         self.left = Counter(budget)
         self.verdicts: dict[str, list[bool]] = {}
         self.refused: Counter = Counter()
-        self.seconds: list[float] = []  # of each answered call (the grading time's breakdown)
+        self.seconds: dict[str, float] = {}  # of the answered calls of each suite (the grading time's breakdown)
         self.runner: Runner | None = None
         self.stub = None
+        self.warm: list[str] = []
         if any(budget.values()):  # every suite of one assignment runs with the same stub
             self.stub = stub_for_suite(next(iter(budget)), assignment)
+            self.warm = sorted({m for n in budget for m in suite_settings(load_suite(n))["warm"]})
         outer = self
 
         class Handler(socketserver.BaseRequestHandler):
@@ -124,7 +126,7 @@ class JudgeServer:
         finally:
             if runner is not None:
                 runner.close()
-        self.seconds.append(time.perf_counter() - started)
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
         self._warm_up()
         self.verdicts.setdefault(name, []).append(bool(report["passed"]))
         return redact(report)
@@ -134,7 +136,7 @@ class JudgeServer:
         if self.stub is not None and sum(self.left.values()) > 0:
             try:
                 self.runner = start_runner(package=SUITES, course_lib=self.stub, slot=self.slot,
-                                           hide=[Path(self.hidden_dir or HIDDEN_DIR)])
+                                           hide=[Path(self.hidden_dir or HIDDEN_DIR)], warm=self.warm)
             except Exception:  # noqa: BLE001 - no warm runner: the call starts its own
                 self.runner = None
 

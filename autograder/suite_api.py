@@ -14,6 +14,8 @@ Optional settings:
 - CHECK_DTYPE (default True): a tensor of another dtype than the reference's fails.
 - TIMEOUT: seconds for all cases of the suite in the student's process (default 120).
 - TRIPWIRE: course_lib names the student's function must not call (default [GRADED]).
+- WARM: modules a judge runner started ahead of the call imports while it waits (its cases'
+  heavy imports: transformers, math_verify), so that a hidden check costs its cases' time.
 - VARIANTS: "module:name" of other correct implementations (e.g. the trainer's packed GRPO
   update beside the plain graded one, or a grader-only `variant_*` function of the suite); their
   spread from the truth widens the tolerance (`autograder.compare.tolerance`).
@@ -66,6 +68,7 @@ def suite_settings(suite: ModuleType) -> dict:
         "check_dtype": bool(getattr(suite, "CHECK_DTYPE", True)),
         "timeout": float(getattr(suite, "TIMEOUT", DEFAULT_TIMEOUT)),
         "tripwire": list(getattr(suite, "TRIPWIRE", [suite.GRADED])),
+        "warm": list(getattr(suite, "WARM", ())),
     }
 
 

@@ -42,13 +42,15 @@ class Runner:
 
 
 def start_runner(*, package: str, course_lib: Path | None = None, sandbox: bool = True, root: Path = REPO_ROOT,
-                 hide: list[Path] = (), slot: Slot | None = None, processes: int = RUNNER_PROCESSES) -> Runner:
+                 hide: list[Path] = (), slot: Slot | None = None, processes: int = RUNNER_PROCESSES,
+                 warm: list[str] = ()) -> Runner:
     """A fresh runner process under its limits (in `slot`, the submission's, when given), sandboxed
-    where bubblewrap is available and `sandbox` is asked for (a student kit has no sandbox module)."""
+    where bubblewrap is available and `sandbox` is asked for (a student kit has no sandbox module);
+    `warm`: modules it imports while it waits for its cases."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOGRADER_")}
     env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
     env["HF_HUB_OFFLINE"] = "1"
-    cmd = [sys.executable, "-m", "autograder.runner"]
+    cmd = [sys.executable, "-m", "autograder.runner"] + (["--warm", ",".join(warm)] if warm else [])
     unsandboxed = False
     if sandbox:
         from .sandbox import sandbox_available, sandboxed, unsandboxed_env

@@ -26,6 +26,7 @@ from __future__ import annotations
 import torch
 
 GRADED = "chunked_response_log_probs"
+WARM = ('transformers',)  # imported by a judge runner started ahead (autograder.judge)
 TRIPWIRE = ["chunked_response_log_probs", "final_logits_softcap"]
 
 ARCHITECTURES = {"gemma2": ("Gemma2Config", "Gemma2ForCausalLM"), "qwen2": ("Qwen2Config", "Qwen2ForCausalLM")}

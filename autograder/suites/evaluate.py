@@ -25,6 +25,7 @@ import re
 import torch
 
 GRADED = "evaluate"
+WARM = ('math_verify',)  # imported by a judge runner started ahead (autograder.judge)
 TIMEOUT = 180
 
 

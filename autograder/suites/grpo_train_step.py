@@ -30,6 +30,7 @@ from __future__ import annotations
 import torch
 
 GRADED = "grpo_train_step"
+WARM = ('transformers',)  # imported by a judge runner started ahead (autograder.judge)
 VARIANTS = ["course_lib.training.grpo_update:packed_grpo_train_step",
             "autograder.suites.grpo_train_step:variant_whole_train_batch"]
 ATTENTION = "sdpa"  # float64 end to end (tests/graded/test_grpo_train_step.py checks it)

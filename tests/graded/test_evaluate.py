@@ -12,7 +12,7 @@ from autograder.suites.evaluate import ScriptedEngine
 from course_lib import gsm8k_to_r1_zero, load_problems, r1_zero_reward_fn
 from course_lib.rewards import evaluate
 from course_lib.rollouts import SamplingParams
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited
 
 SUITE = "evaluate"
 GREEDY = SamplingParams(temperature=0.0, max_tokens=64, stop=("</answer>",))
@@ -196,16 +196,10 @@ CORRECT = {
     """,
 }
 
-
-def eval_with(old: str, new: str) -> str:
-    """The lists-then-counts version with one part replaced (a mistake is one such replacement)."""
-    assert old in EVAL_BASE, old
-    return EVAL_BASE.replace(old, new)
-
-
+# the lists-then-counts version with one part replaced each (a mistake is one such replacement)
 MISTAKES = {
     # a right answer with the format wrong must be format_wrong (under the caller's reward)
-    "answer_checked_before_format": (eval_with(
+    "answer_checked_before_format": (edited(EVAL_BASE, (
         """            if s["format_reward"] == 0:
                 categories.append("format_wrong")
             elif s["answer_reward"] == 0:
@@ -217,47 +211,47 @@ MISTAKES = {
             elif s["format_reward"] == 0:
                 categories.append("format_wrong")
             else:
-                categories.append("answer_wrong")"""), ["callers_reward_fn"]),
-    "r1_zero_reward_hard_coded": (eval_with("rewards = [reward_fn(r.text, gt)", "rewards = [r1_zero_reward_fn(r.text, gt)"),
+                categories.append("answer_wrong")""")), ["callers_reward_fn"]),
+    "r1_zero_reward_hard_coded": (edited(EVAL_BASE, ("rewards = [reward_fn(r.text, gt)", "rewards = [r1_zero_reward_fn(r.text, gt)")),
                                   ["callers_reward_fn"]),
-    "reward_arguments_swapped": (eval_with("reward_fn(r.text, gt)", "reward_fn(gt, r.text)"), ["r1_zero_every_kind"]),
+    "reward_arguments_swapped": (edited(EVAL_BASE, ("reward_fn(r.text, gt)", "reward_fn(gt, r.text)")), ["r1_zero_every_kind"]),
     # the r1_zero prompt itself shows the tags: a ramble reads as well formatted
-    "prompt_and_response_graded": (eval_with(
+    "prompt_and_response_graded": (edited(EVAL_BASE, (
         "rewards = [reward_fn(r.text, gt) for r, gt in zip(rollouts, ground_truths)]",
-        "rewards = [reward_fn(p + r.text, gt) for p, r, gt in zip(prompts, rollouts, ground_truths)]"), ["base_model_rambles_only"]),
-    "counts_without_zeros": (eval_with(
+        "rewards = [reward_fn(p + r.text, gt) for p, r, gt in zip(prompts, rollouts, ground_truths)]")), ["base_model_rambles_only"]),
+    "counts_without_zeros": (edited(EVAL_BASE, (
         'counts = {c: categories.count(c) for c in ("format_wrong", "answer_wrong", "correct")}',
-        "import collections\n        counts = dict(collections.Counter(categories))"), ["base_model_rambles_only"]),
-    "answer_reward_over_well_formatted_only": (eval_with(
+        "import collections\n        counts = dict(collections.Counter(categories))")), ["base_model_rambles_only"]),
+    "answer_reward_over_well_formatted_only": (edited(EVAL_BASE, (
         '"answer_reward": sum(s["answer_reward"] for s in rewards) / n,',
-        '"answer_reward": sum(s["answer_reward"] for s in rewards) / max(1, sum(s["format_reward"] for s in rewards)),'),
+        '"answer_reward": sum(s["answer_reward"] for s in rewards) / max(1, sum(s["format_reward"] for s in rewards)),')),
         ["r1_zero_every_kind"]),
-    "own_sampling_params": (eval_with(
+    "own_sampling_params": (edited(EVAL_BASE, (
         "rollouts = engine.generate(list(prompts), sampling_params)",
         "from course_lib.rollouts import SamplingParams\n"
-        "        rollouts = engine.generate(list(prompts), SamplingParams(temperature=0.0, max_tokens=sampling_params.max_tokens))"),
+        "        rollouts = engine.generate(list(prompts), SamplingParams(temperature=0.0, max_tokens=sampling_params.max_tokens))")),
         ["unusual_sampling_settings"]),
-    "zip_truncates_silently": (eval_with('        if len(prompts) != len(ground_truths):\n            raise ValueError("lengths differ")\n', ""),
+    "zip_truncates_silently": (edited(EVAL_BASE, ('        if len(prompts) != len(ground_truths):\n            raise ValueError("lengths differ")\n', "")),
                                ["lengths_differ"]),
-    "means_as_tensors": (eval_with(
+    "means_as_tensors": (edited(EVAL_BASE, (
         '"format_reward": sum(s["format_reward"] for s in rewards) / n,',
-        '"format_reward": torch.tensor([s["format_reward"] for s in rewards]).mean(),').replace(
-        "    from course_lib.rewards import r1_zero_reward_fn\n", "    import torch\n    from course_lib.rewards import r1_zero_reward_fn\n"),
+        '"format_reward": torch.tensor([s["format_reward"] for s in rewards]).mean(),'), (
+        "    from course_lib.rewards import r1_zero_reward_fn\n", "    import torch\n    from course_lib.rewards import r1_zero_reward_fn\n")),
         ["one_prompt"]),
     # a prompt given twice is generated once: the caller asked for a response per prompt, not per distinct prompt
-    "duplicate_prompts_generated_once": (eval_with(
+    "duplicate_prompts_generated_once": (edited(EVAL_BASE, (
         "rollouts = engine.generate(list(prompts), sampling_params)",
         "unique = list(dict.fromkeys(prompts))\n"
         "        by_prompt = dict(zip(unique, engine.generate(unique, sampling_params)))\n"
-        "        rollouts = [by_prompt[p] for p in prompts]"), ["same_prompt_two_ground_truths"]),
-    "rollouts_replaced_by_texts": (eval_with('return {"rollouts": rollouts,', 'return {"rollouts": [r.text for r in rollouts],'),
+        "        rollouts = [by_prompt[p] for p in prompts]")), ["same_prompt_two_ground_truths"]),
+    "rollouts_replaced_by_texts": (edited(EVAL_BASE, ('return {"rollouts": rollouts,', 'return {"rollouts": [r.text for r in rollouts],')),
                                    ["one_prompt"]),
     # the total reward decides the category: a well-formatted wrong answer becomes format_wrong
-    "category_from_the_total_reward": (eval_with(
+    "category_from_the_total_reward": (edited(EVAL_BASE, (
         """            if s["format_reward"] == 0:
                 categories.append("format_wrong")""",
         """            if s["reward"] == 0:
-                categories.append("format_wrong")"""), ["r1_zero_every_kind"]),
+                categories.append("format_wrong")""")), ["r1_zero_every_kind"]),
 }
 
 test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from course_lib import log_probs_from_logits
 from course_lib import logprobs as logprobs_module
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, randn, seeds, shapes
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, randn, seeds, shapes
 
 SUITE = "log_probs_from_logits"
 
@@ -231,13 +231,7 @@ CORRECT = {
     """,
 }
 
-
-def reference_with(old: str, new: str) -> str:
-    """The reference's way with one part replaced (a mistake is one such replacement)."""
-    assert old in REFERENCE, old
-    return REFERENCE.replace(old, new)
-
-
+# the reference's way with one part replaced each (a mistake is one such replacement)
 MISTAKES = {
     # autograd keeps the (B, T, V) log_softmax output for backward
     "log_softmax_then_gather": ("""
@@ -247,29 +241,29 @@ MISTAKES = {
             return lp.gather(-1, labels[..., None]).squeeze(-1)
     """, ["large_vocab_B4_T64_V2000"]),
     # the labels are already shifted (notebook 01): shifting again scores the wrong tokens
-    "double_shift": (reference_with(
+    "double_shift": (edited(REFERENCE, (
         "return _SelectedLogProb.apply(logits.reshape(b * t, v), labels.reshape(-1)).view(b, t)",
-        "return _SelectedLogProb.apply(logits[:, :-1].reshape(b * (t - 1), v), labels[:, 1:].reshape(-1)).view(b, t - 1)"),
+        "return _SelectedLogProb.apply(logits[:, :-1].reshape(b * (t - 1), v), labels[:, 1:].reshape(-1)).view(b, t - 1)")),
         ["float32_B2_T5_V11"]),
-    "no_upcast_of_half_precision": (reference_with(
-        "return x if x.dtype in (torch.float32, torch.float64) else x.float()", "return x"), ["bfloat16_B2_T6_V300"]),
-    "float64_cast_down": (reference_with(
-        "return x if x.dtype in (torch.float32, torch.float64) else x.float()", "return x.float()"), ["float64_B3_T4_V7"]),
-    "last_partial_chunk_skipped": (reference_with(
-        "for start in range(0, logits.shape[0], rows):", "for start in range(0, logits.shape[0] - rows + 1, rows):"),
+    "no_upcast_of_half_precision": (edited(REFERENCE, (
+        "return x if x.dtype in (torch.float32, torch.float64) else x.float()", "return x")), ["bfloat16_B2_T6_V300"]),
+    "float64_cast_down": (edited(REFERENCE, (
+        "return x if x.dtype in (torch.float32, torch.float64) else x.float()", "return x.float()")), ["float64_B3_T4_V7"]),
+    "last_partial_chunk_skipped": (edited(REFERENCE, (
+        "for start in range(0, logits.shape[0], rows):", "for start in range(0, logits.shape[0] - rows + 1, rows):")),
         ["chunks_of_3_rows_B2_T5_V11"]),
-    "backward_ignores_grad_out": (reference_with("g = grad_out[sl]", "g = torch.ones_like(grad_out[sl])"), ["float32_B2_T5_V11"]),
-    "logsumexp_added": (reference_with("return picked - lse", "return picked + lse"), ["float32_B2_T5_V11"]),
+    "backward_ignores_grad_out": (edited(REFERENCE, ("g = grad_out[sl]", "g = torch.ones_like(grad_out[sl])")), ["float32_B2_T5_V11"]),
+    "logsumexp_added": (edited(REFERENCE, ("return picked - lse", "return picked + lse")), ["float32_B2_T5_V11"]),
     # softmax - onehot: the gradient of -log p, a sign slip
-    "backward_sign_flipped": (reference_with(
+    "backward_sign_flipped": (edited(REFERENCE, (
         "chunk = -g[:, None] * torch.exp(_float(logits[sl]) - lse[sl, None])\n"
         "                chunk.scatter_add_(-1, labels[sl, None], g[:, None].to(chunk.dtype))",
         "chunk = g[:, None] * torch.exp(_float(logits[sl]) - lse[sl, None])\n"
-        "                chunk.scatter_add_(-1, labels[sl, None], -g[:, None].to(chunk.dtype))"), ["float32_B2_T5_V11"]),
+        "                chunk.scatter_add_(-1, labels[sl, None], -g[:, None].to(chunk.dtype))")), ["float32_B2_T5_V11"]),
     # log(sum(exp(z))) overflows to inf for logits of magnitude 1e4
-    "log_of_sum_of_exp": (reference_with(
+    "log_of_sum_of_exp": (edited(REFERENCE, (
         "lse = torch.cat([torch.logsumexp(_float(c), dim=-1) for c in logits.split(rows)])",
-        "lse = torch.cat([torch.log(torch.exp(_float(c)).sum(dim=-1)) for c in logits.split(rows)])"),
+        "lse = torch.cat([torch.log(torch.exp(_float(c)).sum(dim=-1)) for c in logits.split(rows)])")),
         ["magnitude_1e4_B2_T4_V17", "shifted_by_1e4_B2_T3_V50"]),
     # a tensor kept as a ctx attribute is kept just the same, only hidden from save_for_backward
     "softmax_kept_as_ctx_attribute": ("""

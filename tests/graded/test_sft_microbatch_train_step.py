@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course_lib import sft_microbatch_train_step
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, rand_mask, randn, seeds
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, rand_mask, randn, seeds
 
 SUITE = "sft_microbatch_train_step"
 
@@ -128,37 +128,31 @@ CORRECT = {
     """,
 }
 
-
-def micro(old: str, new: str) -> str:
-    """The torch.where version with one part replaced (a mistake is one such replacement)."""
-    assert old in MICRO_BASE, old
-    return MICRO_BASE.replace(old, new)
-
-
+# the torch.where version with one part replaced each (a mistake is one such replacement)
 MISTAKES = {
-    "forgot_divide_by_k": (micro("per_sequence.mean() / gradient_accumulation_steps", "per_sequence.mean()"), ["k2_B3_T6_c42"]),
-    "token_count_normaliser": (micro(".sum(dim=-1) / normalize_constant", ".sum(dim=-1) / response_mask.sum()"), ["k2_B3_T6_c42"]),
-    "loss_returned_as_float": (micro("return loss.detach(),", "return loss.item(),"), ["k2_B3_T6_c42"]),
+    "forgot_divide_by_k": (edited(MICRO_BASE, ("per_sequence.mean() / gradient_accumulation_steps", "per_sequence.mean()")), ["k2_B3_T6_c42"]),
+    "token_count_normaliser": (edited(MICRO_BASE, (".sum(dim=-1) / normalize_constant", ".sum(dim=-1) / response_mask.sum()")), ["k2_B3_T6_c42"]),
+    "loss_returned_as_float": (edited(MICRO_BASE, ("return loss.detach(),", "return loss.item(),")), ["k2_B3_T6_c42"]),
     # the step zeroes (or replaces) the .grad of its input: a leaf's earlier gradient is lost
-    "input_grad_zeroed": (micro(
+    "input_grad_zeroed": (edited(MICRO_BASE, (
         "        loss.backward()\n",
-        "        if policy_log_probs.grad is not None:\n            policy_log_probs.grad.zero_()\n        loss.backward()\n"),
+        "        if policy_log_probs.grad is not None:\n            policy_log_probs.grad.zero_()\n        loss.backward()\n")),
         ["leaf_k3_existing_grad"]),
-    "input_grad_replaced": (micro(
+    "input_grad_replaced": (edited(MICRO_BASE, (
         "        loss.backward()\n",
         "        (g,) = torch.autograd.grad(loss, policy_log_probs, retain_graph=True)\n"
-        "        if policy_log_probs.is_leaf:\n            policy_log_probs.grad = g\n        else:\n            loss.backward()\n"),
+        "        if policy_log_probs.is_leaf:\n            policy_log_probs.grad = g\n        else:\n            loss.backward()\n")),
         ["leaf_k3_existing_grad"]),
     # 0 * (-inf) = NaN on padding
-    "mask_multiplied": (micro("torch.where(response_mask.bool(), -policy_log_probs, 0.0)", "(-policy_log_probs * response_mask)"),
+    "mask_multiplied": (edited(MICRO_BASE, ("torch.where(response_mask.bool(), -policy_log_probs, 0.0)", "(-policy_log_probs * response_mask)")),
                         ["k2_minus_inf_on_padding"]),
-    "no_backward": (micro("        loss.backward()\n", ""), ["k2_B3_T6_c42"]),
-    "unscaled_loss_returned": (micro("return loss.detach(),", "return (loss * gradient_accumulation_steps).detach(),"),
+    "no_backward": (edited(MICRO_BASE, ("        loss.backward()\n", "")), ["k2_B3_T6_c42"]),
+    "unscaled_loss_returned": (edited(MICRO_BASE, ("return loss.detach(),", "return (loss * gradient_accumulation_steps).detach(),")),
                                ["k2_B3_T6_c42"]),
-    "per_sequence_token_mean": (micro(".sum(dim=-1) / normalize_constant", ".sum(dim=-1) / response_mask.sum(dim=-1).clamp(min=1)"),
+    "per_sequence_token_mean": (edited(MICRO_BASE, (".sum(dim=-1) / normalize_constant", ".sum(dim=-1) / response_mask.sum(dim=-1).clamp(min=1)")),
                                 ["k2_B3_T6_c42"]),
     # a sum over the batch, not a mean: the gradient grows with the micro-batch size
-    "batch_sum_not_mean": (micro("per_sequence.mean() / gradient_accumulation_steps", "per_sequence.sum() / gradient_accumulation_steps"),
+    "batch_sum_not_mean": (edited(MICRO_BASE, ("per_sequence.mean() / gradient_accumulation_steps", "per_sequence.sum() / gradient_accumulation_steps")),
                            ["k2_B3_T6_c42"]),
 }
 

@@ -24,7 +24,7 @@ from course_lib import (
     sft_train_step,
     tokenize_prompt_and_output,
 )
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, course_tokenizer, problems
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, course_tokenizer, edited, problems
 
 SUITE = "sft_train_step"
 
@@ -203,48 +203,42 @@ CORRECT = {
     """,
 }
 
-
-def step_with(old: str, new: str) -> str:
-    """The index-slices version with one part replaced (a mistake is one such replacement)."""
-    assert old in STEP_BASE, old
-    return STEP_BASE.replace(old, new)
-
-
+# the index-slices version with one part replaced each (a mistake is one such replacement)
 MISTAKES = {
     # each micro-batch's gradient wipes the previous ones: only the last micro-batch trains
-    "zero_grad_between_micro_batches": (step_with(
-        "            batch = tokenize_fn(", "            optimizer.zero_grad(set_to_none=True)\n            batch = tokenize_fn("),
+    "zero_grad_between_micro_batches": (edited(STEP_BASE, (
+        "            batch = tokenize_fn(", "            optimizer.zero_grad(set_to_none=True)\n            batch = tokenize_fn(")),
         ["k2_B4_clipped_with_schedule"]),
-    "clip_inside_the_loop": (step_with("#CLIP_IN_LOOP", "torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)"),
+    "clip_inside_the_loop": (edited(STEP_BASE, ("#CLIP_IN_LOOP", "torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)")),
                              ["k2_B4_clipped_with_schedule"]),
-    "schedule_stepped_per_micro_batch": (step_with(
-        "#CLIP_IN_LOOP", "if scheduler is not None:\n                scheduler.step()").replace(
-        "        if scheduler is not None:\n            scheduler.step()\n        optimizer.zero_grad", "        optimizer.zero_grad"),
+    "schedule_stepped_per_micro_batch": (edited(STEP_BASE, (
+        "#CLIP_IN_LOOP", "if scheduler is not None:\n                scheduler.step()"), (
+        "        if scheduler is not None:\n            scheduler.step()\n        optimizer.zero_grad", "        optimizer.zero_grad")),
         ["k2_B4_clipped_with_schedule"]),
-    "schedule_never_stepped": (step_with("        if scheduler is not None:\n            scheduler.step()\n", ""),
+    "schedule_never_stepped": (edited(STEP_BASE, ("        if scheduler is not None:\n            scheduler.step()\n", "")),
                                ["k2_B4_clipped_with_schedule"]),
-    "norm_after_clipping": (step_with(
+    "norm_after_clipping": (edited(STEP_BASE, (
         "grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))",
         "torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)\n"
-        "        grad_norm = float(torch.norm(torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None])))"),
+        "        grad_norm = float(torch.norm(torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None])))")),
         ["k2_B4_clipped_with_schedule"]),
-    "loss_averaged_over_micro_batches": (step_with('"loss": total,', '"loss": total / k,'), ["k2_B4_clipped_with_schedule"]),
-    "k_not_passed_to_the_loss": (step_with("train_step_fn(log_probs, mask, k)", "train_step_fn(log_probs, mask, 1)"),
+    "loss_averaged_over_micro_batches": (edited(STEP_BASE, ('"loss": total,', '"loss": total / k,')), ["k2_B4_clipped_with_schedule"]),
+    "k_not_passed_to_the_loss": (edited(STEP_BASE, ("train_step_fn(log_probs, mask, k)", "train_step_fn(log_probs, mask, 1)")),
                                  ["k4_B4_not_clipped"]),
     # the course_lib functions instead of the ones passed in (the student's own, in the notebook)
-    "passed_functions_ignored": (step_with("    def sft_train_step(", "    import course_lib\n    def sft_train_step(").replace(
-        "batch = tokenize_fn(", "batch = course_lib.tokenize_prompt_and_output(").replace(
-        "log_probs_fn(model,", "course_lib.get_response_log_probs(model,").replace(
-        "train_step_fn(log_probs,", "course_lib.sft_microbatch_train_step(log_probs,"), ["k1_B3"]),
-    "gradients_zeroed_first_not_last": (step_with(
-        "        micro = len(batch_examples) // k\n", "        micro = len(batch_examples) // k\n        optimizer.zero_grad()\n").replace(
-        "        optimizer.zero_grad(set_to_none=True)\n        return", "        return"), ["k1_B3"]),
-    "uneven_batch_silently_truncated": (step_with(
-        "        if len(batch_examples) % k != 0:\n            raise ValueError(\"the batch does not split into k micro-batches\")\n", ""),
+    "passed_functions_ignored": (edited(STEP_BASE, ("    def sft_train_step(", "    import course_lib\n    def sft_train_step("), (
+        "batch = tokenize_fn(", "batch = course_lib.tokenize_prompt_and_output("), (
+        "log_probs_fn(model,", "course_lib.get_response_log_probs(model,"), (
+        "train_step_fn(log_probs,", "course_lib.sft_microbatch_train_step(log_probs,")), ["k1_B3"]),
+    "gradients_zeroed_first_not_last": (edited(STEP_BASE, (
+        "        micro = len(batch_examples) // k\n", "        micro = len(batch_examples) // k\n        optimizer.zero_grad()\n"), (
+        "        optimizer.zero_grad(set_to_none=True)\n        return", "        return")), ["k1_B3"]),
+    "uneven_batch_silently_truncated": (edited(STEP_BASE, (
+        "        if len(batch_examples) % k != 0:\n            raise ValueError(\"the batch does not split into k micro-batches\")\n", "")),
         ["batch_does_not_split_into_k"]),
     # an optimizer step per micro-batch: k small steps, not one step of the whole batch
-    "optimizer_stepped_per_micro_batch": (step_with(
-        "#CLIP_IN_LOOP", "optimizer.step()\n            optimizer.zero_grad(set_to_none=True)"), ["k2_B4_clipped_with_schedule"]),
+    "optimizer_stepped_per_micro_batch": (edited(STEP_BASE, (
+        "#CLIP_IN_LOOP", "optimizer.step()\n            optimizer.zero_grad(set_to_none=True)")), ["k2_B4_clipped_with_schedule"]),
 }
 
 test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)

@@ -169,7 +169,7 @@ CORRECT = {
     """,
 }
 
-
+# the per-example version with one part replaced each (a mistake is one such replacement)
 MISTAKES = {
     # the default adds the tokenizer's BOS (and EOS) to every text: the strings already hold the format
     "special_tokens_added": (edited(TOKENIZE_BASE, ("tokenizer(p, add_special_tokens=False)", "tokenizer(p)"),
