@@ -107,8 +107,9 @@ def format_report(report: dict, numbers: bool | None = None) -> str:
     lines = [f"{report['name']}: {n_ok}/{len(cases)} {report.get('kind', 'hidden')} cases passed"]
     if report.get("unsandboxed"):
         lines.append(f"  ({UNSANDBOXED})")
-    if report.get("problem"):
-        lines.append(f"  {RUN_PROBLEMS.get(report['problem'], 'the check could not run')}")
+    if report.get("problem"):  # a fixed message; a practice run's own reason (the student's notebook) as it is
+        problem = report["problem"]
+        lines.append(f"  {RUN_PROBLEMS.get(problem, problem if report.get('kind') == 'practice' else 'the check could not run')}")
     for c in cases:
         if c["ok"]:
             continue

@@ -14,6 +14,8 @@ Optional settings:
 - CHECK_DTYPE (default True): a tensor of another dtype than the reference's fails.
 - TIMEOUT: seconds for all cases of the suite in the student's process (default 120).
 - TRIPWIRE: course_lib names the student's function must not call (default [GRADED]).
+- PERTURB: True to carry the rounding of the inputs through the reference into the tolerance
+  (`autograder.cases.perturb`; for the training steps).
 - WARM: modules a judge runner started ahead of the call imports while it waits (its cases'
   heavy imports: transformers, math_verify), so that a hidden check costs its cases' time.
 - VARIANTS: "module:name" of other correct implementations (e.g. the trainer's packed GRPO

@@ -30,6 +30,7 @@ from __future__ import annotations
 import torch
 
 GRADED = "grpo_train_step"
+PERTURB = True  # the inputs' rounding carried through the update (autograder.cases.perturb)
 WARM = ('transformers',)  # imported by a judge runner started ahead (autograder.judge)
 VARIANTS = ["course_lib.training.grpo_update:packed_grpo_train_step",
             "autograder.suites.grpo_train_step:variant_whole_train_batch"]
