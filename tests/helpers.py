@@ -140,6 +140,32 @@ def corpus_tests(suite: str, correct: dict[str, str], mistakes: dict[str, tuple[
     return test_correct_version_earns_full_marks, test_mistake_loses_its_points
 
 
+def many_draws_test(suite: str, correct: dict[str, str], draws: int = 40):
+    """A test that each of `correct` passes every case of `draws` fresh draws of the suite's
+    hidden cases (seeds 0 .. draws - 1), compared in this process: a grading run draws its cases
+    with a fresh secret seed, so a tolerance must hold on every draw, not on the one a test saw.
+    For suites whose cases are cheap to make (no model)."""
+    import pytest
+
+    from autograder.cases import make_suite_cases
+    from autograder.compare import compare
+    from autograder.suite_api import load_suite, run_case
+
+    def test_correct_versions_pass_on_many_draws():
+        module = load_suite(suite)
+        fns = {label: fn_from(src, module.GRADED) for label, src in correct.items()}
+        failures = []
+        for seed in range(draws):
+            for case in make_suite_cases(suite, seed)["cases"]:
+                for label, fn in fns.items():
+                    problems = compare(run_case(module, fn, case["inputs"]), case["expected"], {})
+                    if problems:
+                        failures.append(f"seed {seed}, {case['name']}, {label}: {problems}")
+        assert not failures, "\n".join(failures[:10])
+
+    return pytest.mark.slow(test_correct_versions_pass_on_many_draws)
+
+
 def edited(base: str, *edits: tuple[str, str]) -> str:
     """`base` (a version's source) with each (old, new) replacement made in turn: a mistake stated as
     its edit of a correct version. Each `old` must occur exactly once in the text it is applied to

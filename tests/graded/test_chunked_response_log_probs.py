@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course_lib import chunked_response_log_probs
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, seeds
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, edited, seeds
 
 SUITE = "chunked_response_log_probs"
 
@@ -277,3 +277,4 @@ MISTAKES = {
 }
 
 test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT, draws=4)

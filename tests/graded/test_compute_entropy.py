@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course_lib import compute_entropy
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, randn, seeds, shapes
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, randn, seeds, shapes
 
 SUITE = "compute_entropy"
 
@@ -151,3 +151,4 @@ MISTAKES = {
 }
 
 test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT)

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course_lib import compute_group_normalized_rewards
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, seeds
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, edited, seeds
 
 SUITE = "compute_group_normalized_rewards"
 
@@ -324,3 +324,4 @@ MISTAKES = {
 }
 
 test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT)

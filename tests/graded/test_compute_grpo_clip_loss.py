@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course_lib import compute_grpo_clip_loss
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, randn, seeds
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, edited, randn, seeds
 
 SUITE = "compute_grpo_clip_loss"
 
@@ -171,3 +171,4 @@ MISTAKES = {
 }
 
 test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from course_lib import compute_policy_gradient_loss
-from tests.helpers import corpus_tests, edited, randn
+from tests.helpers import corpus_tests, many_draws_test, edited, randn
 
 SUITE = "compute_policy_gradient_loss"
 
@@ -236,3 +236,4 @@ MISTAKES = {
 }
 
 test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT)

@@ -12,7 +12,7 @@ from autograder.suites.evaluate import ScriptedEngine
 from course_lib import gsm8k_to_r1_zero, load_problems, r1_zero_reward_fn
 from course_lib.rewards import evaluate
 from course_lib.rollouts import SamplingParams
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, edited
 
 SUITE = "evaluate"
 GREEDY = SamplingParams(temperature=0.0, max_tokens=64, stop=("</answer>",))
@@ -255,3 +255,4 @@ MISTAKES = {
 }
 
 test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT)

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course_lib import final_logits_softcap
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, randn, seeds, shapes
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, randn, seeds, shapes
 
 SUITE = "final_logits_softcap"
 
@@ -162,3 +162,4 @@ MISTAKES = {
 }
 
 test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT)

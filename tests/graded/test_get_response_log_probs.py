@@ -13,7 +13,7 @@ from hypothesis import given
 
 from course_lib import get_response_log_probs
 from tests.graded.test_log_probs_from_logits import REFERENCE as CHUNKED_LOG_PROBS  # notebook 03's cell above
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, randn, seeds, shapes
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, randn, seeds, shapes
 
 SUITE = "get_response_log_probs"
 
@@ -182,3 +182,4 @@ MISTAKES = {
 }
 
 test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT, draws=4)

@@ -26,7 +26,7 @@ from autograder.report import format_report
 from autograder.suites import grpo_train_step as suite
 from course_lib.grpo import grpo_microbatch_train_step, grpo_train_step
 from course_lib.logprobs import get_response_log_probs
-from tests.helpers import REPO, corpus_tests, edited, fn_from, judged
+from tests.helpers import REPO, corpus_tests, many_draws_test, edited, fn_from, judged
 
 SUITE = "grpo_train_step"
 
@@ -514,3 +514,4 @@ def test_the_notebooks_visible_checks_name_each_mistake(monkeypatch):
     for mistake, phrase in VISIBLE_MESSAGES.items():
         with pytest.raises(AssertionError, match=re.escape(phrase)):
             exec(visible, {**namespace, "grpo_train_step": fn_from(MISTAKES[mistake][0], "grpo_train_step")})
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT, draws=4)

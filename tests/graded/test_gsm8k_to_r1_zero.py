@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course_lib import gsm8k_to_r1_zero, r1_zero_prompt_template, r1_zero_reward_fn
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test
 
 SUITE = "gsm8k_to_r1_zero"
 
@@ -164,3 +164,4 @@ MISTAKES = {
 }
 
 test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT)

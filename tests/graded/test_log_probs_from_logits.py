@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from course_lib import log_probs_from_logits
 from course_lib import logprobs as logprobs_module
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, randn, seeds, shapes
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, edited, randn, seeds, shapes
 
 SUITE = "log_probs_from_logits"
 
@@ -305,3 +305,4 @@ MISTAKES = {
 }
 
 test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT, draws=12)

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course_lib import masked_mean
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, rand_mask, randn, seeds, shapes
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, rand_mask, randn, seeds, shapes
 
 SUITE = "masked_mean"
 
@@ -175,3 +175,4 @@ MISTAKES = {
 }
 
 test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT)

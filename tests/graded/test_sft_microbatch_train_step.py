@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course_lib import sft_microbatch_train_step
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, rand_mask, randn, seeds
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, edited, rand_mask, randn, seeds
 
 SUITE = "sft_microbatch_train_step"
 
@@ -157,3 +157,4 @@ MISTAKES = {
 }
 
 test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT, draws=12)

@@ -24,7 +24,7 @@ from course_lib import (
     sft_train_step,
     tokenize_prompt_and_output,
 )
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, course_tokenizer, edited, problems
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, course_tokenizer, edited, problems
 
 SUITE = "sft_train_step"
 
@@ -242,3 +242,4 @@ MISTAKES = {
 }
 
 test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT, draws=4)

@@ -14,7 +14,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 from course_lib import tokenize_prompt_and_output
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, course_tokenizer, edited
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, course_tokenizer, edited
 
 SUITE = "tokenize_prompt_and_output"
 
@@ -218,3 +218,4 @@ MISTAKES = {
 }
 
 test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT, draws=12)
