@@ -19,9 +19,10 @@ While grading, the judge is a `JudgeServer` on a unix socket outside the submiss
   `Slot` (memory and processes over all its processes together): a call that does not wait
   starts nothing outside the submission's limits, and nothing outlives its slot.
 
-Runners are started ahead for the calls the budget still allows (up to WARM_RUNNERS; their
-imports done while the notebook runs, they wait for their cases): a hidden check then costs the
-cases' time, not an interpreter's start. Each call still gets a fresh process of its own.
+One runner per submission is started ahead (`trial.ForkingRunner`: its imports done while the
+notebook runs) and forks a fresh child for each call: a hidden check then costs its cases' time,
+not an interpreter's start, and each call still runs in a process of its own, forked from one
+that never ran student code.
 
 It also keeps the verdicts, so a kernel that swallows the failure of a hidden-test cell still
 gets no points for it.
@@ -52,7 +53,6 @@ from .suite_api import SUITES, load_suite, suite_settings
 from .trial import Runner, run_cases, start_runner
 
 REQUEST_SECONDS = 30  # a client must send its whole request within this
-WARM_RUNNERS = 3  # runners started ahead at most (each holds ~0.4 GB of the submission's memory once imported)
 
 
 def judge(name: str, fn_bytes: bytes | list[bytes], hidden_dir: Path | None = None, assignment: str | None = None,
@@ -81,7 +81,7 @@ class JudgeServer:
         self.verdicts: dict[str, list[bool]] = {}
         self.refused: Counter = Counter()
         self.seconds: dict[str, float] = {}  # of the answered calls of each suite (the grading time's breakdown)
-        self.runners: list[Runner] = []  # started ahead, one per call still allowed (up to WARM_RUNNERS)
+        self.runner: Runner | None = None  # a forking runner, started ahead
         self.stub = None
         self.warm: list[str] = []
         if any(budget.values()):  # every suite of one assignment runs with the same stub
@@ -118,30 +118,31 @@ class JudgeServer:
             return {"name": name, "kind": "hidden", "passed": False, "problem": refusal, "cases": []}
         self.left[name] -= 1
         started = time.perf_counter()
-        runner = self.runners.pop(0) if self.runners else None
+        runner = self.runner if self.runner is not None and self.runner.alive() else None
         try:
             report = judge(name, fn_bytes, self.hidden_dir, self.assignment, self.slot,
                            runner if stub_for_suite(name, self.assignment) == self.stub else None)
         except Exception:  # noqa: BLE001 - never let one call take the server down
             report = {"name": name, "kind": "hidden", "passed": False, "problem": "checker", "cases": []}
-        finally:
-            if runner is not None:
-                runner.close()
         self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
         self._warm_up()
         self.verdicts.setdefault(name, []).append(bool(report["passed"]))
         return redact(report)
 
     def _warm_up(self) -> None:
-        """Start runners now for the calls the budget still allows (at most WARM_RUNNERS at once):
-        the graded cells of a notebook call their checks one after the other, seconds apart."""
-        want = min(sum(self.left.values()), WARM_RUNNERS) if self.stub is not None else 0
-        while len(self.runners) < want:
+        """Have a forking runner ready while the budget allows more calls (a new one when the last
+        timed out or died): its imports done while the notebook runs."""
+        if self.stub is None or sum(self.left.values()) <= 0:
+            if self.runner is not None:
+                self.runner.close()
+                self.runner = None
+            return
+        if self.runner is None or not self.runner.alive():
             try:
-                self.runners.append(start_runner(package=SUITES, course_lib=self.stub, slot=self.slot,
-                                                 hide=[Path(self.hidden_dir or HIDDEN_DIR)], warm=self.warm))
-            except Exception:  # noqa: BLE001 - no warm runner: the call starts its own
-                break
+                self.runner = start_runner(package=SUITES, course_lib=self.stub, slot=self.slot,
+                                           hide=[Path(self.hidden_dir or HIDDEN_DIR)], warm=self.warm, forking=True)
+            except Exception:  # noqa: BLE001 - no runner ahead: the call starts its own
+                self.runner = None
 
     def __enter__(self):
         self._warm_up()
@@ -152,9 +153,9 @@ class JudgeServer:
         self.server.shutdown()
         self.server.server_close()
         self.socket_path.unlink(missing_ok=True)
-        for runner in self.runners:
-            runner.close()
-        self.runners = []
+        if self.runner is not None:
+            self.runner.close()
+            self.runner = None
 
 
 def _known_suites() -> set[str]:

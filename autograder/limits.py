@@ -303,7 +303,7 @@ class Running:
 
     def __init__(self, cmd: list[str], *, slot: Slot | None, memory_bytes: int | None, address_space: int | None,
                  cwd: Path | None, env: dict | None, file_bytes: int | None, max_processes: int | None,
-                 stdout_path: Path | None, stderr: str, stdin: bool):
+                 stdout_path: Path | None, stderr: str, stdin: bool, stdout_pipe: bool = False):
         self.own = slot is None
         self.slot = Slot(memory_bytes, max_processes) if self.own else slot
         self.file_bytes, self.stderr = file_bytes, stderr
@@ -314,7 +314,8 @@ class Running:
         self.err_f = open(Path(self.tmp.name) / "stderr" if stderr == "keep" else os.devnull, "w+b")
         address_space = address_space or self.slot.memory_bytes or memory_bytes
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=self.out_f,
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE if stdout_pipe else self.out_f,
                                      stderr=self.out_f if stderr == "stdout" else self.err_f, cwd=cwd, env=env,
                                      preexec_fn=self.slot.preexec(file_bytes=file_bytes, address_space=address_space))
         self.slot.started(self.proc.pid)
@@ -346,8 +347,12 @@ class Running:
             kill_tree(self.proc)
             self.proc.wait()
         self.slot.finished(self.proc.pid)
-        for f in (self.out_f, self.err_f):
-            f.close()
+        for f in (self.out_f, self.err_f, self.proc.stdin, self.proc.stdout):
+            if f is not None:
+                try:
+                    f.close()
+                except OSError:
+                    pass
         self.tmp.cleanup()
         if self.own:
             self.slot.close()
@@ -356,11 +361,13 @@ class Running:
 def start_limited(cmd: list[str], *, memory_bytes: int | None = None, slot: Slot | None = None,
                   address_space: int | None = None, cwd: Path | None = None, env: dict | None = None,
                   file_bytes: int | None = OUTPUT_LIMIT, max_processes: int | None = MAX_PROCESSES,
-                  stdout_path: Path | None = None, stderr: str = "keep", stdin: bool = True) -> Running:
-    """Start `cmd` under the limits of `run_limited` (arguments as there); `.finish(input, timeout)`."""
+                  stdout_path: Path | None = None, stderr: str = "keep", stdin: bool = True,
+                  stdout_pipe: bool = False) -> Running:
+    """Start `cmd` under the limits of `run_limited` (arguments as there); `.finish(input, timeout)`.
+    `stdout_pipe`: its stdout is a pipe this process reads (`.proc.stdout`) rather than a file."""
     return Running(cmd, slot=slot, memory_bytes=memory_bytes, address_space=address_space, cwd=cwd, env=env,
                    file_bytes=file_bytes, max_processes=max_processes, stdout_path=stdout_path, stderr=stderr,
-                   stdin=stdin)
+                   stdin=stdin, stdout_pipe=stdout_pipe)
 
 
 def run_limited(cmd: list[str], *, timeout: float, memory_bytes: int | None = None, slot: Slot | None = None,

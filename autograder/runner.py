@@ -10,6 +10,10 @@ reads the bytes with `weights_only=True`, compares the outputs itself, and maps 
 fixed message (`autograder.report`), since the student's code runs in this process and could
 write anything here.
 
+With `--serve LIMIT` it answers one payload after another, each in a child forked from it
+(`serve`): the judge starts one per submission ahead of time, so a hidden check costs its cases'
+time, not an interpreter's start, and still runs in a process of its own.
+
 It never sees expected values, and while grading it runs where the references of the open
 assignments do not exist: its `course_lib` is a stubbed copy (`autograder.stubs`, bound over the
 repository's by the sandbox). The tripwire stays for runs without the sandbox: before the
@@ -77,6 +81,83 @@ def run_function(suite, fn_bytes: bytes, cases: list[dict], tripwire: list[str])
     return results
 
 
+def results_of(payload_bytes: bytes) -> bytes:
+    """torch.save bytes of the results of one payload (see the module docstring)."""
+    import torch
+
+    from autograder.suite_api import SUITES, load_suite
+
+    payload = torch.load(io.BytesIO(payload_bytes), weights_only=False)  # from the judge: trusted
+    suite = load_suite(payload["suite"], payload.get("package", SUITES))
+    install_tripwire(payload["tripwire"])
+    # one function (a hidden check), or several in turn (the tests' bulk runs of many wrong versions)
+    many = [run_function(suite, fn, payload["cases"], payload["tripwire"]) for fn in payload.get("fns", [payload.get("fn")])]
+    buffer = io.BytesIO()
+    torch.save({"results": many[0]} if "fns" not in payload else {"results_many": many}, buffer)
+    return buffer.getvalue()
+
+
+def _read_exact(fd: int, n: int) -> bytes | None:
+    chunks, got = [], 0
+    while got < n:
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def serve(result_fd: int, limit: int) -> int:
+    """`--serve`: answer payloads one after the other, each in a child forked from this process
+    (so each call still runs in a fresh copy of a process that never ran student code, without
+    paying the imports again). Frames on stdin and on `result_fd`: 8 bytes of length, then the
+    bytes; an answer of length 0 means the child gave nothing (it crashed, or wrote more than
+    `limit` bytes)."""
+    import struct
+    import signal
+
+    while True:
+        head = _read_exact(0, 8)
+        if head is None:
+            return 0
+        payload = _read_exact(0, struct.unpack("!Q", head)[0])
+        if payload is None:
+            return 0
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: run the payload, hand the results to the parent, exit
+            os.close(read_end)
+            os.close(result_fd)
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # the next payloads are not the child's to read
+            os.setpgid(0, 0)  # its own process group, which the parent ends with it
+            try:
+                data = results_of(payload)
+                with os.fdopen(write_end, "wb") as f:
+                    f.write(data)
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        chunks, size = [], 0
+        with os.fdopen(read_end, "rb") as f:
+            while size <= limit:
+                chunk = f.read(1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        if size > limit:
+            os.kill(pid, signal.SIGKILL)
+            chunks = []
+        os.waitpid(pid, 0)
+        try:  # whatever the student's code left running in the child's group ends with the call
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        data = b"".join(chunks)
+        os.write(result_fd, struct.pack("!Q", len(data)) + data)
+
+
 def main() -> int:
     # the judge reads fd `result_fd`; everything else written to stdout lands on stderr
     result_fd = os.dup(1)
@@ -88,28 +169,25 @@ def main() -> int:
     import importlib
 
     import cloudpickle  # noqa: F401 - imported ahead for the same reason
-    import torch
+    import torch  # noqa: F401
 
-    if len(sys.argv) == 3 and sys.argv[1] == "--warm":
-        for module in filter(None, sys.argv[2].split(",")):
+    args = sys.argv[1:]
+    if "--warm" in args:
+        for module in filter(None, args[args.index("--warm") + 1].split(",")):
             try:
                 importlib.import_module(module)
             except ImportError:
                 pass
 
     import autograder.compare  # noqa: F401
+    import autograder.suite_api  # noqa: F401
     import course_lib  # noqa: F401 - the stubbed copy, whose names the tripwire replaces
-    from autograder.suite_api import SUITES, load_suite
 
-    payload = torch.load(io.BytesIO(sys.stdin.buffer.read()), weights_only=False)  # from the judge: trusted
-    suite = load_suite(payload["suite"], payload.get("package", SUITES))
-    install_tripwire(payload["tripwire"])
-    # one function (a hidden check), or several in turn (the tests' bulk runs of many wrong versions)
-    many = [run_function(suite, fn, payload["cases"], payload["tripwire"]) for fn in payload.get("fns", [payload.get("fn")])]
-    buffer = io.BytesIO()
-    torch.save({"results": many[0]} if "fns" not in payload else {"results_many": many}, buffer)
+    if "--serve" in args:
+        return serve(result_fd, int(args[args.index("--serve") + 1]))
+    data = results_of(sys.stdin.buffer.read())
     with os.fdopen(result_fd, "wb") as f:
-        f.write(buffer.getvalue())
+        f.write(data)
     return 0
 
 

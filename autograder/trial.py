@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import os
 import sys
+import time
 from pathlib import Path
 
 from .compare import compare, margin, verdict
@@ -37,20 +38,71 @@ class Runner:
     def __init__(self, running, package: str, unsandboxed: bool):
         self.running, self.package, self.unsandboxed = running, package, unsandboxed
 
+    def run(self, payload: bytes, timeout: float):
+        """The `Limited` of one payload (this runner is then spent)."""
+        return self.running.finish(payload, timeout)
+
+    def alive(self) -> bool:
+        return self.running.proc.poll() is None
+
     def close(self) -> None:
         self.running.close()
 
 
+class ForkingRunner(Runner):
+    """A runner in `--serve` mode (`autograder.runner.serve`): it imports once, then forks a fresh
+    child for each payload. `run` writes a frame and reads the answer's frame, within the time
+    limit; a timeout or a dead runner ends it (the judge then starts another)."""
+
+    def run(self, payload: bytes, timeout: float):
+        import select
+        import struct
+
+        from .limits import Limited
+
+        proc, before = self.running.proc, self.running.slot.hit()
+        deadline = time.monotonic() + timeout
+
+        def read(n: int) -> bytes | None:
+            chunks, got = [], 0
+            while got < n:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([proc.stdout], [], [], left)[0]:
+                    return None
+                chunk = os.read(proc.stdout.fileno(), min(n - got, 1 << 20))
+                if not chunk:  # the runner is gone (crashed or killed): no answer
+                    return b""
+                chunks.append(chunk)
+                got += len(chunk)
+            return b"".join(chunks)
+
+        try:
+            proc.stdin.write(struct.pack("!Q", len(payload)) + payload)
+            proc.stdin.flush()
+            head = read(8)
+        except (BrokenPipeError, OSError):
+            head = b""
+        data = read(struct.unpack("!Q", head)[0]) if head and len(head) == 8 else head
+        if data is None:  # past the deadline: the runner and whatever it runs end here
+            self.close()
+            return Limited(None, b"", b"", frozenset(self.running.slot.hit() - before))
+        hit = self.running.slot.hit() - before
+        if not data:  # a child that gave nothing: crashed, killed, or over the output limit
+            return Limited(1, b"", b"", frozenset(hit))
+        return Limited(0, data, b"", frozenset(hit))
+
+
 def start_runner(*, package: str, course_lib: Path | None = None, sandbox: bool = True, root: Path = REPO_ROOT,
                  hide: list[Path] = (), slot: Slot | None = None, processes: int = RUNNER_PROCESSES,
-                 warm: list[str] = ()) -> Runner:
+                 warm: list[str] = (), forking: bool = False) -> Runner:
     """A fresh runner process under its limits (in `slot`, the submission's, when given), sandboxed
     where bubblewrap is available and `sandbox` is asked for (a student kit has no sandbox module);
-    `warm`: modules it imports while it waits for its cases."""
+    `warm`: modules it imports while it waits for its cases; `forking`: a `ForkingRunner`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOGRADER_")}
     env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
     env["HF_HUB_OFFLINE"] = "1"
-    cmd = [sys.executable, "-m", "autograder.runner"] + (["--warm", ",".join(warm)] if warm else [])
+    cmd = [sys.executable, "-m", "autograder.runner"] + (["--warm", ",".join(warm)] if warm else []) \
+        + (["--serve", str(RUNNER_OUTPUT)] if forking else [])
     unsandboxed = False
     if sandbox:
         from .sandbox import sandbox_available, sandboxed, unsandboxed_env
@@ -61,8 +113,9 @@ def start_runner(*, package: str, course_lib: Path | None = None, sandbox: bool 
         else:
             env, unsandboxed = unsandboxed_env(env, course_lib), True
     running = start_limited(cmd, slot=slot, memory_bytes=RUNNER_MEMORY, address_space=RUNNER_MEMORY, cwd=root,
-                            env=env, stderr="discard", max_processes=processes, file_bytes=RUNNER_OUTPUT)
-    return Runner(running, package, unsandboxed)
+                            env=env, stderr="discard", max_processes=processes, file_bytes=RUNNER_OUTPUT,
+                            stdout_pipe=forking)
+    return (ForkingRunner if forking else Runner)(running, package, unsandboxed)
 
 
 def run_cases(name: str, fn_bytes: bytes | list[bytes], cases: list[dict], settings: dict, *, package: str,
@@ -86,7 +139,7 @@ def run_cases(name: str, fn_bytes: bytes | list[bytes], cases: list[dict], setti
     buffer = io.BytesIO()
     torch.save(payload, buffer)
     n = len(fn_bytes) if many else 1
-    result = runner.running.finish(buffer.getvalue(), settings["timeout"] * n)
+    result = runner.run(buffer.getvalue(), settings["timeout"] * n)
     problem, results = _problem(result), None
     if problem is None:
         try:

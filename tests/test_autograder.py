@@ -194,6 +194,31 @@ def test_the_judge_answers_each_graded_check_once_and_only_for_its_assignment(tm
         {"compute_entropy": 1, "grpo_train_step": 1, "no_such_suite": 1})
 
 
+@pytest.mark.slow
+def test_each_call_runs_in_a_fresh_process_and_a_call_that_kills_its_runner_fails_alone(tmp_path):
+    """The judge's runner forks a child per call: what one call leaves behind (a changed module,
+    a killed runner) reaches no other call."""
+    from autograder.cases import ensure_cases, load_cases
+    from autograder.judge import JudgeServer
+
+    ensure_cases("compute_entropy")
+    entropy = ("    lp = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), -1)\n"
+               "    h = -(lp.exp() * lp).sum(-1)\n")
+    right = fn_from("import torch\ndef compute_entropy(logits):\n" + entropy + "    return h\n", "compute_entropy")
+    # right while this process has run at most one call's cases (it counts them on torch)
+    n_cases = len(load_cases("compute_entropy")["cases"])
+    marking = fn_from("import torch\ndef compute_entropy(logits):\n"
+                      "    torch.calls_seen = getattr(torch, 'calls_seen', 0) + 1\n" + entropy +
+                      f"    return h if torch.calls_seen <= {n_cases} else h + 1.0\n", "compute_entropy")
+    killer = fn_from("import os, signal\ndef compute_entropy(logits):\n    os.kill(os.getppid(), signal.SIGKILL)\n",
+                     "compute_entropy")
+    with JudgeServer(tmp_path / "j.sock", assignment="02", budget=Counter({"compute_entropy": 4})) as judge:
+        reports = [ask(tmp_path / "j.sock", "compute_entropy", fn) for fn in (marking, marking, killer, right)]
+    assert [r["passed"] for r in reports] == [True, True, False, True], reports
+    assert reports[2]["problem"] is not None and not reports[2]["cases"]
+    assert judge.verdicts == {"compute_entropy": [True, True, False, True]}
+
+
 # ---------------------------------------------------------------- the sandbox's view
 PROBE = r"""
 import json, os, pathlib, course_lib, course_lib.logprobs, inspect
