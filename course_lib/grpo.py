@@ -10,7 +10,6 @@ from typing import Callable
 
 import torch
 
-from .kl import kl_k3
 from .logprobs import get_response_log_probs
 from .masking import masked_mean
 
@@ -219,6 +218,17 @@ def slice_micro_batch(rollout_batch: dict[str, torch.Tensor], rows: slice | torc
     return out
 
 
+def _k3_per_token(policy_log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
+    """The KL penalty of one token, r - log r - 1 with r = pi_ref / pi (the k3 estimate); (B, T) -> (B, T).
+
+    Notebook 09's own copy, given there (notebook 10 has you write the KL estimators of
+    `course_lib.kl`; this one keeps notebook 09 and its reference standing without them). log r
+    is clamped to [-20, 20] so that one wild token cannot overflow exp.
+    """
+    log_r = torch.clamp(ref_log_probs - policy_log_probs, min=-20.0, max=20.0)
+    return log_r.exp() - log_r - 1.0
+
+
 def _check_rollout_batch(n: int, train_batch_size: int, k: int, kl_coef: float, rollout_batch: dict) -> None:
     if train_batch_size % k or n % train_batch_size:
         raise ValueError(f"{n} rollouts do not split into train batches of {train_batch_size} "
@@ -245,7 +255,8 @@ def grpo_train_step(
                                   old_log_probs, cliprange)             # its loss / k, backward inside
                 grad_norm = clip_grad_norm_(max_grad_norm); optimizer.step(); scheduler.step(); zero grads
 
-    The KL term of a micro-batch M is kl_coef * mean_{b in M} masked_mean_t(kl_k3(log_probs, ref_log_probs)) / k:
+    The KL term of a micro-batch M is
+        kl_coef * mean_{b in M} masked_mean_t(_k3_per_token(log_probs, ref_log_probs)) / k:
     the raw k3 of each token, its mean over each sequence's response tokens, the mean over M's rows,
     weighted by kl_coef and divided by k like the policy-gradient loss (each row weighs 1 / train_batch_size).
 
@@ -279,7 +290,7 @@ def grpo_train_step(
                 if scored.get("token_entropy") is not None:
                     out["token_entropy"].append(float(masked_mean(scored["token_entropy"], mask)))
                 if kl_coef > 0:  # the penalty, scaled like the policy-gradient loss
-                    kl = masked_mean(kl_k3(log_probs, mb["ref_log_probs"]), mask, dim=-1).mean()
+                    kl = masked_mean(_k3_per_token(log_probs, mb["ref_log_probs"]), mask, dim=-1).mean()
                     kl_term = kl_coef * kl / k
                     kl_term.backward(retain_graph=True)  # the policy-gradient loss backprops through log_probs next
                     out["kl"].append(float(kl.detach()))

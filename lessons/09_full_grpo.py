@@ -64,7 +64,7 @@ from course_lib.selfcheck import cmp, expect  # cmp: exact / approximate / max d
 # $> 0$, is the micro-batch's **KL term**: the raw k3 estimate of
 # $\mathrm{KL}(\pi_\theta \,\|\, \pi_\text{ref})$ at each response token, its masked mean over each
 # sequence, averaged over the micro-batch's rows, weighted by $\beta$ and divided by $k$; in code,
-# `kl_coef * masked_mean(kl_k3(log_probs, ref_log_probs), mask, dim=-1).mean() / k`. Each
+# `kl_coef * masked_mean(_k3_per_token(log_probs, ref_log_probs), mask, dim=-1).mean() / k`. Each
 # $\mathcal{L}_M$ is backpropagated (the gradients add up in `.grad`); after the $k$-th, the
 # gradient norm is clipped to `max_grad_norm`, the optimizer steps, the learning-rate schedule
 # steps, and the gradients are zeroed. (By default the course trainer runs this same update
@@ -103,12 +103,13 @@ compute_group_normalized_rewards = your_functions("06", "compute_group_normalize
 grpo_microbatch_train_step = your_functions("07", "grpo_microbatch_train_step")
 
 # %% [markdown]
-# Three small helpers, given: the k3 KL estimator, the slicing of a micro-batch out of the
-# rollout batch (it also cuts the columns after the last response token of its rows, which hold
-# only padding: with a causal model and right padding they change no log-prob the loss reads),
-# and the check of the batch sizes.
+# Three small helpers, given: `_k3_per_token`, this notebook's own k3 KL estimate per token
+# (notebook 10 has you write the KL estimators and says what this one does as a loss), the
+# slicing of a micro-batch out of the rollout batch (it also cuts the columns after the last
+# response token of its rows, which hold only padding: with a causal model and right padding
+# they change no log-prob the loss reads), and the check of the batch sizes.
 
-# %% [given] course_lib.kl:kl_k3 course_lib.grpo:slice_micro_batch course_lib.grpo:_check_rollout_batch
+# %% [given] course_lib.grpo:_k3_per_token course_lib.grpo:slice_micro_batch course_lib.grpo:_check_rollout_batch
 import torch
 
 # %% [markdown]

@@ -160,8 +160,7 @@ def variant_whole_train_batch(policy, optimizer, rollout_batch, loss_type, train
                               scheduler=None, log_probs_fn=None, train_step_fn=None):
     """The same update with each train batch scored in one forward (one micro-batch of all its
     rows, accumulation 1): the same gradient, rounded otherwise. Grader-only (a harness drops it)."""
-    from course_lib.grpo import _check_rollout_batch, slice_micro_batch
-    from course_lib.kl import kl_k3
+    from course_lib.grpo import _check_rollout_batch, _k3_per_token, slice_micro_batch
     from course_lib.masking import masked_mean
 
     n = len(rollout_batch["advantages"])
@@ -174,7 +173,7 @@ def variant_whole_train_batch(policy, optimizer, rollout_batch, loss_type, train
             log_probs, mask = scored["log_probs"], tb["response_mask"]
             step_loss = 0.0
             if kl_coef > 0:
-                kl = masked_mean(kl_k3(log_probs, tb["ref_log_probs"]), mask, dim=-1).mean()
+                kl = masked_mean(_k3_per_token(log_probs, tb["ref_log_probs"]), mask, dim=-1).mean()
                 (kl_coef * kl).backward(retain_graph=True)
                 step_loss += float(kl_coef * kl.detach())
             loss, _ = train_step_fn(log_probs, mask, 1, loss_type, raw_rewards=tb["raw_rewards"],

@@ -21,7 +21,6 @@ import pytest
 import torch
 
 import course_lib.grpo as grpo
-import course_lib.kl as kl
 from autograder.report import format_report
 from autograder.suites import grpo_train_step as suite
 from course_lib.grpo import grpo_microbatch_train_step, grpo_train_step
@@ -173,10 +172,10 @@ def test_reference_checks_the_sizes(on_policy_case):
 
 
 # ---------------------------------------------------------------- correct versions and mistakes
-# notebook 09's given cell: the k3 estimator (graded in notebook 10, so pasted, not imported), the
+# notebook 09's given cell: its own k3 estimator (notebook 10 grades the KL estimators), the
 # slicing of a micro-batch and the check of the sizes, as the notebook defines them above the step
 GIVEN = "import torch\nfrom course_lib import masked_mean\n\n" + "\n\n".join(
-    inspect.getsource(f) for f in (kl.kl_k3, grpo.slice_micro_batch, grpo._check_rollout_batch))
+    inspect.getsource(f) for f in (grpo._k3_per_token, grpo.slice_micro_batch, grpo._check_rollout_batch))
 
 
 def given(source: str) -> str:
@@ -205,7 +204,7 @@ CORRECT = {
                 log_probs, mask = scored["log_probs"], mb["response_mask"]
                 out["token_entropy"].append(float(masked_mean(scored["token_entropy"], mask)))
                 if kl_coef > 0:
-                    kl = masked_mean(kl_k3(log_probs, mb["ref_log_probs"]), mask, dim=-1).mean()
+                    kl = masked_mean(_k3_per_token(log_probs, mb["ref_log_probs"]), mask, dim=-1).mean()
                     (kl_coef * kl / k).backward(retain_graph=True)
                     step_loss += float(kl_coef * kl / k)
                     out["kl"].append(float(kl))
@@ -289,7 +288,7 @@ CORRECT = {
                 log_probs, mask = scored["log_probs"], mb["response_mask"]
                 out["token_entropy"].append(float(masked_mean(scored["token_entropy"], mask)))
                 if kl_coef > 0:
-                    kl = masked_mean(kl_k3(log_probs, mb["ref_log_probs"]), mask, dim=-1).mean()
+                    kl = masked_mean(_k3_per_token(log_probs, mb["ref_log_probs"]), mask, dim=-1).mean()
                     (kl_coef * kl / share).backward(retain_graph=True)
                     step_loss += float(kl_coef * kl / share)
                     out["kl"].append(float(kl))
@@ -324,7 +323,7 @@ CORRECT = {
                 logp, mask = res["log_probs"], mb["response_mask"]
                 logs["token_entropy"].append(masked_mean(res["token_entropy"], mask).item())
                 if kl_coef > 0:
-                    kl = masked_mean(kl_k3(logp, mb["ref_log_probs"]), mask, dim=-1).mean()
+                    kl = masked_mean(_k3_per_token(logp, mb["ref_log_probs"]), mask, dim=-1).mean()
                     kl_term = kl_coef * kl / gradient_accumulation_steps
                     torch.autograd.backward(kl_term, retain_graph=True)  # train_step_fn backprops through logp next
                     total += kl_term.item()
@@ -443,7 +442,7 @@ WHOLE_TRAIN_BATCH_AT_ONCE = given(SIGNATURE + """
             out["token_entropy"].append(float(masked_mean(scored["token_entropy"], mask)))
             step_loss = 0.0
             if kl_coef > 0:
-                kl = masked_mean(kl_k3(log_probs, tb["ref_log_probs"]), mask, dim=-1).mean()
+                kl = masked_mean(_k3_per_token(log_probs, tb["ref_log_probs"]), mask, dim=-1).mean()
                 (kl_coef * kl).backward(retain_graph=True)
                 step_loss += float(kl_coef * kl)
                 out["kl"].append(float(kl))
