@@ -32,6 +32,7 @@ from .grpo import (
     grpo_microbatch_train_step,
     grpo_train_step,
 )
+from .kl import approx_kl, exact_kl, kl_k1, kl_k2, kl_k3
 from .logprobs import compute_entropy, get_response_log_probs, log_probs_from_logits
 from .masking import masked_mean, masked_normalize
 from .rewards import evaluate, r1_zero_reward_fn
@@ -58,6 +59,7 @@ def __getattr__(name):
 
 __all__ = [
     "DataFormatError",
+    "approx_kl",
     "as_r1_zero",
     "chunked_response_log_probs",
     "compute_entropy",
@@ -66,6 +68,7 @@ __all__ = [
     "compute_naive_policy_gradient_loss",
     "compute_policy_gradient_loss",
     "evaluate",
+    "exact_kl",
     "extract_gsm8k_answer",
     "final_logits_softcap",
     "generate_problem",
@@ -74,6 +77,9 @@ __all__ = [
     "get_response_log_probs",
     "grpo_microbatch_train_step",
     "grpo_train_step",
+    "kl_k1",
+    "kl_k2",
+    "kl_k3",
     "gsm8k_to_r1_zero",
     "load_gsm8k",
     "load_problems",

@@ -1,0 +1,84 @@
+"""Hidden cases of `kl_k2(policy_log_probs, ref_log_probs) -> (...)`: the per-token k2 estimate
+(log r)^2 / 2 (r = pi_ref / pi, log r = ref_log_probs - policy_log_probs), on log ratios of either
+sign, near r = 1, up to |log r| = 20, for log-probs near -110, in float32 and float64, on 1-d,
+2-d, 3-d and empty shapes.
+
+Outputs: k2 per token, the gradients of a weighted sum of it (fixed random weights) with respect
+to both log-prob inputs (d k2 / d log pi_ref = log r, d k2 / d log pi = -log r), and whether the
+inputs were left unchanged.
+
+Every case draws log r first and puts both log-probs at or below 0 around it; no case has
+log r = 0 everywhere (k2 and its gradient would be exactly 0 there: a scale that leaves no
+tolerance).
+
+What the cases are built to catch:
+
+- `mixed_signs_*`, `positive_log_ratio_*`, `negative_log_ratio_*`: the 1/2 dropped, the square
+  forgotten (log r / 2, whose sign also gives it away), k1 or k3 in the place of k2;
+- `near_r_equal_1_float32_*` (|log r| from 1e-4 to 1e-3) and `log_ratio_pm20_float32_*`:
+  (r - 1)^2 / 2, the square of the ratio's distance from 1, which agrees with (log r)^2 / 2 to
+  first order only (a relative 1e-3 near r = 1, e^40 instead of 200 at log r = 20), and a clamp
+  of log r;
+- `log_probs_near_minus_110_float32_*`: log r from the probabilities, log(exp(ref) /
+  exp(policy)), which is log(0 / 0) = NaN once exp underflows (below about -104 in float32);
+- the gradients: a detached policy (or reference) log-prob, whose gradient is then missing;
+- `float64_*`: float64 computed in float32 (or returned as float32);
+- `no_grad_inputs_*` (`inputs_unchanged`): an in-place operation on the caller's log-probs;
+- the shapes (`vector_1d_*`, `3d_*`, `T1_*`, `empty_*`, `B8_T128_*`): a reduction (a mean over
+  tokens) or a reshape that loses the input's shape.
+"""
+
+from __future__ import annotations
+
+import torch
+
+GRADED = "kl_k2"
+
+
+def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
+    def uniform(*shape, low=0.0, high=1.0):
+        return low + (high - low) * torch.rand(*shape, generator=gen, dtype=torch.float64)
+
+    def case(log_r, dtype=torch.float32, level=4.0, offset=0.0, grad=True):
+        """Log-probs at or below 0 with ref - policy = log_r (drawn in float64, then cast)."""
+        policy = -offset - uniform(*log_r.shape, high=level) - log_r.clamp(min=0)
+        ref = policy + log_r
+        return {"policy_log_probs": policy.to(dtype), "ref_log_probs": ref.to(dtype),
+                "weights": torch.randn(*log_r.shape, generator=gen, dtype=torch.float64).to(dtype), "grad": grad}
+
+    def spread(*shape, scale=1.0, sign=0):
+        x = torch.randn(*shape, generator=gen, dtype=torch.float64) * scale
+        return x.abs() * sign if sign else x
+
+    near_one = 10 ** uniform(4, 16, low=-4.0, high=-3.0) * torch.where(uniform(4, 16) < 0.5, -1.0, 1.0)
+    pm20 = uniform(4, 10, low=-20.0, high=20.0)
+    pm20[0, 0], pm20[0, 1] = 20.0, -20.0
+    return [
+        ("mixed_signs_float32_B4_T9", case(spread(4, 9))),
+        ("positive_log_ratio_float32_3x7", case(spread(3, 7, scale=1.5, sign=1))),
+        ("negative_log_ratio_float32_3x7", case(spread(3, 7, scale=1.5, sign=-1))),
+        ("near_r_equal_1_float32_4x16", case(near_one, level=2.5, offset=0.5)),
+        ("log_ratio_pm20_float32_4x10", case(pm20)),
+        ("log_probs_near_minus_110_float32_3x6", case(spread(3, 6), level=10.0, offset=105.0)),
+        ("float64_4x6", case(spread(4, 6), dtype=torch.float64)),
+        ("vector_1d_T13", case(spread(13))),
+        ("3d_2x3x5", case(spread(2, 3, 5))),
+        ("T1_column_6x1", case(spread(6, 1))),
+        ("no_grad_inputs_3x5", case(spread(3, 5), grad=False)),
+        ("empty_0x7", case(spread(0, 7), grad=False)),
+        ("B8_T128_float32", case(spread(8, 128, scale=0.5))),
+    ]
+
+
+def call(fn, inputs: dict) -> dict:
+    policy = inputs["policy_log_probs"].clone().requires_grad_(inputs["grad"])
+    ref = inputs["ref_log_probs"].clone().requires_grad_(inputs["grad"])
+    before = (policy.detach().clone(), ref.detach().clone())
+    kl = fn(policy, ref)
+    result = {"kl": kl, "inputs_unchanged": bool(torch.equal(policy.detach(), before[0])
+                                                 and torch.equal(ref.detach(), before[1]))}
+    if inputs["grad"]:
+        (kl * inputs["weights"].to(kl.dtype)).sum().backward()
+        result["grad_policy_log_probs"] = policy.grad
+        result["grad_ref_log_probs"] = ref.grad
+    return result

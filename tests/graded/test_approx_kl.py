@@ -1,0 +1,172 @@
+"""approx_kl (notebook 10): the reference's contract, correct versions that earn full marks through
+the real judge, and realistic mistakes that lose them (CONTRIBUTING.md, "Adding a graded function")."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from course_lib import approx_kl
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, rand_mask, randn, seeds, shapes
+
+SUITE = "approx_kl"
+
+
+def approx_kl_float64(new, old, mask):
+    """Independent: the mean over the kept tokens, by boolean selection, in float64."""
+    keep = mask.bool()
+    d = new.double()[keep] - old.double()[keep]
+    return 0.5 * (d * d).sum() / max(int(keep.sum()), 1)
+
+
+# ---------------------------------------------------------------- the reference
+@PROPERTY_SETTINGS
+@given(shapes, seeds, st.sampled_from([torch.float32, torch.float64]), st.sampled_from(["bool", "long", "int", "float"]))
+def test_reference_matches_float64(shape, seed, dtype, mask_kind):
+    new, old = randn(*shape, seed=seed, dtype=dtype) - 1, randn(*shape, seed=seed + 7, dtype=dtype) - 1
+    m = rand_mask(*shape, seed=seed)
+    mask = {"bool": m, "long": m.long(), "int": m.int(), "float": m.to(dtype)}[mask_kind]
+    got = approx_kl(new, old, mask)
+    assert got.shape == () and got.dtype == dtype
+    torch.testing.assert_close(got.double(), approx_kl_float64(new, old, m), atol=1e-12, rtol=1e-6)
+
+
+@pytest.mark.parametrize("mask_dtype", [torch.bool, torch.long, torch.float32])
+def test_reference_all_zero_mask_gives_0(mask_dtype):
+    new, old = randn(3, 4, seed=1), randn(3, 4, seed=2)
+    got = approx_kl(new, old, torch.zeros(3, 4, dtype=mask_dtype))
+    assert got.item() == 0.0 and not torch.isnan(got)
+
+
+def test_reference_weighs_every_token_the_same_whatever_its_rows_length():
+    new = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    old = torch.zeros(2, 4)
+    mask = torch.tensor([[1, 0, 0, 0], [1, 1, 1, 1]])
+    assert approx_kl(new, old, mask).item() == 0.5  # five tokens of 0.5; the mean of row means also is 0.5
+    new[1] = 0.0
+    assert approx_kl(new, old, mask).item() == pytest.approx(0.1)  # one token of 0.5 in five (row means: 0.25)
+
+
+def test_reference_ignores_large_values_under_the_mask():
+    new, old = randn(2, 5, seed=3), randn(2, 5, seed=4)
+    mask = torch.tensor([[1, 1, 0, 0, 0], [1, 1, 1, 0, 1]], dtype=torch.bool)
+    far = new.clone()
+    far[~mask] = -1e4
+    assert torch.equal(approx_kl(far, old, mask), approx_kl(new, old, mask))
+
+
+@PROPERTY_SETTINGS
+@given(shapes, seeds)
+def test_reference_gradient_is_the_masked_difference_over_the_count(shape, seed):
+    new = randn(*shape, seed=seed, dtype=torch.float64).requires_grad_()
+    old = randn(*shape, seed=seed + 3, dtype=torch.float64).requires_grad_()
+    m = rand_mask(*shape, seed=seed)
+    approx_kl(new, old, m).backward()
+    expected = (new.detach() - old.detach()) * m / max(int(m.sum()), 1)
+    torch.testing.assert_close(new.grad, expected)
+    torch.testing.assert_close(old.grad, -expected)
+
+
+def test_reference_rejects_bad_inputs():
+    x = torch.zeros(2, 3)
+    with pytest.raises(ValueError, match="old_log_probs"):
+        approx_kl(x, torch.zeros(3, 2), torch.ones(2, 3))
+    with pytest.raises(ValueError, match="response_mask"):
+        approx_kl(x, x, torch.ones(2, 4))
+    with pytest.raises(ValueError, match="response_mask"):
+        approx_kl(x, x, torch.full((2, 3), 2))
+
+
+# ---------------------------------------------------------------- correct versions and mistakes
+CORRECT = {
+    "where_sum_over_clamped_count": """
+        import torch
+        def approx_kl(policy_log_probs, old_log_probs, response_mask):
+            keep = response_mask.bool()
+            sq = 0.5 * (policy_log_probs - old_log_probs) ** 2
+            kept = torch.where(keep, sq, torch.zeros_like(sq))
+            return kept.sum() / keep.sum().clamp(min=1)
+    """,
+    # (d * m)^2 = d^2 * m for a 0/1 mask
+    "square_of_masked_difference": """
+        import torch
+        def approx_kl(policy_log_probs, old_log_probs, response_mask):
+            d = (policy_log_probs - old_log_probs) * response_mask
+            n = max(int(response_mask.sum()), 1)
+            return (d ** 2).sum() / (2 * n)
+    """,
+    "boolean_indexing": """
+        import torch
+        def approx_kl(policy_log_probs, old_log_probs, response_mask):
+            keep = response_mask != 0
+            d = policy_log_probs[keep] - old_log_probs[keep]
+            return 0.5 * d.pow(2).sum() / max(d.numel(), 1)
+    """,
+    # row by row: each row's sum of squares and its count, divided once at the end
+    "loop_over_rows": """
+        import torch
+        def approx_kl(policy_log_probs, old_log_probs, response_mask):
+            T = policy_log_probs.shape[-1]
+            new = policy_log_probs.reshape(-1, T)
+            old = old_log_probs.reshape(-1, T)
+            mask = response_mask.reshape(-1, T).bool()
+            total = torch.zeros((), dtype=policy_log_probs.dtype)
+            count = 0
+            for n, o, m in zip(new, old, mask):
+                d = n[m] - o[m]
+                total = total + 0.5 * (d * d).sum()
+                count += int(m.sum())
+            return total / max(count, 1)
+    """,
+    "float64_inside": """
+        import torch
+        def approx_kl(policy_log_probs, old_log_probs, response_mask):
+            m = response_mask.double()
+            d = policy_log_probs.double() - old_log_probs.double()
+            kl = (0.5 * d * d * m).sum() / m.sum().clamp(min=1.0)
+            return kl.to(policy_log_probs.dtype)
+    """,
+}
+
+WHERE = CORRECT["where_sum_over_clamped_count"]
+RETURN = "return kept.sum() / keep.sum().clamp(min=1)"
+SQ = "sq = 0.5 * (policy_log_probs - old_log_probs) ** 2"
+MISTAKES = {
+    # divided by every position, not by the response tokens
+    "mean_over_all_positions": (edited(WHERE, (RETURN, "return kept.mean()")),
+                                ["rows_of_different_lengths_B4_T12", "bool_mask_B3_T9"]),
+    # the mask never used: padding's garbage log-probs enter the mean
+    "mask_ignored": (edited(WHERE, (RETURN, "return sq.mean()")),
+                     ["masked_positions_hold_large_values_B3_T8", "prompt_and_padding_masked_B4_T16"]),
+    # each row's mean, then the mean of the rows: a short row's tokens weigh more
+    "mean_of_per_row_means": (edited(WHERE, (RETURN, "return (kept.sum(-1) / keep.sum(-1).clamp(min=1)).mean()")),
+                              ["rows_of_different_lengths_B4_T12", "one_row_without_response_B3_T6"]),
+    # (log r)^2 without the 0.5: twice the monitor
+    "half_dropped": (edited(WHERE, (SQ, "sq = (policy_log_probs - old_log_probs) ** 2")),
+                     ["bool_mask_B3_T9", "float64_B4_T6"]),
+    # no clamp: 0 / 0 = NaN when no token is a response token
+    "nan_on_an_all_zero_mask": (edited(WHERE, (RETURN, "return kept.sum() / keep.sum()")),
+                                ["all_zero_mask_gives_0_B3_T5"]),
+    # the classic PPO monitor, mean(log pi_old - log pi): k1, not the k2 of the contract
+    "k1_mean_log_ratio": (edited(WHERE, (SQ, "sq = old_log_probs - policy_log_probs")),
+                          ["bool_mask_B3_T9", "rows_of_different_lengths_B4_T12"]),
+    # k3 = r - log r - 1 in the place of k2
+    "k3_instead_of_k2": (edited(WHERE, (
+        SQ, "sq = torch.expm1(old_log_probs - policy_log_probs) - (old_log_probs - policy_log_probs)")),
+        ["rows_of_different_lengths_B4_T12"]),
+    # indexing with the mask as given: a long mask indexes rows 0 and 1, a float mask raises
+    "indexes_with_the_mask_as_given": ("""
+        import torch
+        def approx_kl(policy_log_probs, old_log_probs, response_mask):
+            d = policy_log_probs[response_mask] - old_log_probs[response_mask]
+            return 0.5 * d.pow(2).sum() / max(d.numel(), 1)
+    """, ["long_mask_B3_T9", "int_mask_B4_T7", "float_mask_B3_T9"]),
+    # float64 log-probs must give a float64 monitor
+    "always_float32": (edited(WHERE, (SQ, "sq = 0.5 * (policy_log_probs.float() - old_log_probs.float()) ** 2")),
+                       ["float64_B4_T6", "float64_float_mask_B3_T7"]),
+}
+
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT)

@@ -1,0 +1,118 @@
+"""kl_k1 (notebook 10): the reference's contract, correct versions that earn full marks through the
+real judge, and realistic mistakes that lose them (CONTRIBUTING.md, "Adding a graded function")."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from course_lib import kl_k1
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, randn, seeds, shapes
+
+SUITE = "kl_k1"
+
+
+def log_probs_pair(shape, seed, scale=1.0, dtype=torch.float32):
+    """(policy, ref) log-probs at or below 0 whose difference ref - policy is a N(0, scale^2) draw."""
+    log_r = randn(*shape, seed=seed, dtype=torch.float64, scale=scale)
+    policy = -randn(*shape, seed=seed + 1, dtype=torch.float64).abs() - log_r.clamp(min=0)
+    return policy.to(dtype), (policy + log_r).to(dtype)
+
+
+# ---------------------------------------------------------------- the reference
+@PROPERTY_SETTINGS
+@given(shapes, seeds, st.sampled_from([torch.float32, torch.float64]), st.sampled_from([1e-3, 1.0, 20.0]))
+def test_reference_matches_float64(shape, seed, dtype, scale):
+    policy, ref = log_probs_pair(shape, seed, scale, dtype)
+    got = kl_k1(policy, ref)
+    assert got.shape == policy.shape and got.dtype == dtype
+    expected = -(ref.double() - policy.double())  # -log r
+    torch.testing.assert_close(got.double(), expected, atol=0.0, rtol=torch.finfo(dtype).eps)
+
+
+@PROPERTY_SETTINGS
+@given(seeds, st.integers(2, 12))
+def test_reference_is_unbiased_over_the_vocabulary(seed, V):
+    """E_{o ~ pi}[k1] = KL(pi || pi_ref): the expectation taken exactly, over every token."""
+    log_pi = torch.log_softmax(randn(V, seed=seed, dtype=torch.float64, scale=2.0), -1)
+    log_ref = torch.log_softmax(randn(V, seed=seed + 1, dtype=torch.float64, scale=2.0), -1)
+    expectation = (log_pi.exp() * kl_k1(log_pi, log_ref)).sum()
+    kl = (log_pi.exp() * (log_pi - log_ref)).sum()
+    torch.testing.assert_close(expectation, kl)
+
+
+def test_reference_takes_negative_values():
+    assert kl_k1(torch.tensor([-2.0]), torch.tensor([-1.0])).item() == -1.0
+
+
+@PROPERTY_SETTINGS
+@given(shapes, seeds)
+def test_reference_gradient_is_plus_and_minus_one(shape, seed):
+    policy, ref = log_probs_pair(shape, seed, dtype=torch.float64)
+    policy.requires_grad_()
+    ref.requires_grad_()
+    kl_k1(policy, ref).sum().backward()
+    assert torch.equal(policy.grad, torch.ones_like(policy))
+    assert torch.equal(ref.grad, -torch.ones_like(ref))
+
+
+def test_reference_rejects_shapes_that_differ():
+    with pytest.raises(ValueError, match="ref_log_probs"):
+        kl_k1(torch.zeros(2, 3), torch.zeros(3, 2))
+
+
+# ---------------------------------------------------------------- correct versions and mistakes
+CORRECT = {
+    "difference_of_log_probs": """
+        import torch
+        def kl_k1(policy_log_probs, ref_log_probs):
+            return policy_log_probs - ref_log_probs
+    """,
+    "minus_log_ratio": """
+        import torch
+        def kl_k1(policy_log_probs, ref_log_probs):
+            log_ratio = ref_log_probs - policy_log_probs  # log(pi_ref / pi)
+            return -log_ratio
+    """,
+    "float64_inside": """
+        import torch
+        def kl_k1(policy_log_probs, ref_log_probs):
+            k1 = policy_log_probs.to(torch.float64) - ref_log_probs.to(torch.float64)
+            return k1.to(policy_log_probs.dtype)
+    """,
+    "add_with_alpha_minus_one": """
+        import torch
+        def kl_k1(policy_log_probs, ref_log_probs):
+            return torch.add(policy_log_probs, ref_log_probs, alpha=-1)
+    """,
+}
+
+DIFFERENCE = CORRECT["difference_of_log_probs"]
+RETURN = "return policy_log_probs - ref_log_probs"
+MISTAKES = {
+    # log r instead of -log r: every token of the wrong sign
+    "sign_flipped": (edited(DIFFERENCE, (RETURN, "return ref_log_probs - policy_log_probs")),
+                     ["mixed_signs_float32_B4_T9", "positive_log_ratio_float32_3x7", "negative_log_ratio_float32_3x7"]),
+    # through the probabilities: exp underflows below -104 in float32 (log(0 / 0) = NaN), and the
+    # round trip through exp and log keeps only the first digits of a small log r
+    "log_of_ratio_of_exps": (edited(DIFFERENCE, (
+        RETURN, "return -torch.log(torch.exp(ref_log_probs) / torch.exp(policy_log_probs))")),
+        ["log_probs_near_minus_110_float32_3x6", "near_r_equal_1_float32_4x16"]),
+    # "the sampling policy is fixed": no gradient reaches the policy
+    "policy_detached": (edited(DIFFERENCE, (RETURN, "return policy_log_probs.detach() - ref_log_probs")),
+                        ["mixed_signs_float32_B4_T9", "float64_4x6"]),
+    # in place: autograd refuses it on inputs that require grad, and it changes the caller's log-probs
+    "in_place_subtraction": (edited(DIFFERENCE, (RETURN, "return policy_log_probs.sub_(ref_log_probs)")),
+                             ["no_grad_inputs_3x5", "mixed_signs_float32_B4_T9"]),
+    # the mean over the tokens: one number, not one per token
+    "mean_over_tokens": (edited(DIFFERENCE, (RETURN, "return (policy_log_probs - ref_log_probs).mean()")),
+                         ["mixed_signs_float32_B4_T9", "3d_2x3x5"]),
+    # float64 log-probs must give a float64 k1
+    "always_float32": (edited(DIFFERENCE, (RETURN, "return policy_log_probs.float() - ref_log_probs.float()")),
+                       ["float64_4x6"]),
+}
+
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT)

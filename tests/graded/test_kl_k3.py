@@ -1,0 +1,162 @@
+"""kl_k3 (notebook 10): the reference's contract, correct versions that earn full marks through the
+real judge, and realistic mistakes that lose them (CONTRIBUTING.md, "Adding a graded function")."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from course_lib import kl_k3
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, randn, seeds, shapes
+
+SUITE = "kl_k3"
+
+
+def log_probs_pair(shape, seed, scale=1.0, dtype=torch.float32):
+    """(policy, ref) log-probs at or below 0 whose difference ref - policy is a N(0, scale^2) draw."""
+    log_r = randn(*shape, seed=seed, dtype=torch.float64, scale=scale)
+    policy = -randn(*shape, seed=seed + 1, dtype=torch.float64).abs() - log_r.clamp(min=0)
+    return policy.to(dtype), (policy + log_r).to(dtype)
+
+
+# ---------------------------------------------------------------- the reference
+@PROPERTY_SETTINGS
+@given(shapes, seeds, st.sampled_from([torch.float32, torch.float64]), st.sampled_from([0.1, 1.0, 5.0]))
+def test_reference_matches_float64(shape, seed, dtype, scale):
+    policy, ref = log_probs_pair(shape, seed, scale, dtype)
+    got = kl_k3(policy, ref)
+    x = ref.double() - policy.double()
+    expected = torch.exp(x) - 1 - x  # float64, which rounds at 1e-16 (e^x + 1 + |x|)
+    assert got.shape == policy.shape and got.dtype == dtype
+    # expm1 rounds at eps |e^x - 1|, the subtraction at eps k3
+    bound = 4 * torch.finfo(dtype).eps * (torch.expm1(x).abs() + expected) + 4e-16 * (x.exp() + 1 + x.abs())
+    assert ((got.double() - expected).abs() <= bound).all()
+    assert (got >= 0).all()
+
+
+@PROPERTY_SETTINGS
+@given(seeds)
+def test_reference_keeps_its_digits_near_r_equal_1_in_float32(seed):
+    policy = -torch.rand(4, 16, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 2 - 0.5
+    g = torch.Generator().manual_seed(seed + 1)
+    log_r = 10 ** (-4 + torch.rand(4, 16, generator=g, dtype=torch.float64)) * torch.where(
+        torch.rand(4, 16, generator=g) < 0.5, -1.0, 1.0).double()
+    policy32, ref32 = policy.float(), (policy + log_r).float()
+    got = kl_k3(policy32, ref32)
+    x = ref32.double() - policy32.double()
+    series = x**2 / 2 + x**3 / 6 + x**4 / 24 + x**5 / 120  # exact to 1e-17 here
+    # expm1 rounds at eps |x|: some 1e-3 of a value x^2 / 2 at |x| = 1e-4, the last digits only
+    assert ((got.double() - series).abs() <= torch.finfo(torch.float32).eps * x.abs()).all()
+    naive = torch.exp(x.float()) - 1 - x.float()  # the trap: float32 exp near 1 rounds at 6e-8
+    assert ((naive.double() - series).abs() / series).max() > 1e-1
+
+
+@PROPERTY_SETTINGS
+@given(seeds, st.integers(2, 12))
+def test_reference_is_unbiased_over_the_vocabulary(seed, V):
+    """E_{o ~ pi}[k3] = sum(pi_ref) - 1 + KL(pi || pi_ref) = KL: the expectation taken exactly, over every token."""
+    log_pi = torch.log_softmax(randn(V, seed=seed, dtype=torch.float64, scale=2.0), -1)
+    log_ref = torch.log_softmax(randn(V, seed=seed + 1, dtype=torch.float64, scale=2.0), -1)
+    expectation = (log_pi.exp() * kl_k3(log_pi, log_ref)).sum()
+    kl = (log_pi.exp() * (log_pi - log_ref)).sum()
+    torch.testing.assert_close(expectation, kl)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_reference_is_finite_up_to_log_ratio_20(dtype):
+    log_r = torch.linspace(-20, 20, 81, dtype=torch.float64)
+    policy = -1.0 - log_r.clamp(min=0)
+    got = kl_k3(policy.to(dtype), (policy + log_r).to(dtype))
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got.double(), torch.exp(log_r) - 1 - log_r, atol=0.0, rtol=1e-5)
+
+
+@PROPERTY_SETTINGS
+@given(shapes, seeds)
+def test_reference_gradient_is_r_minus_1(shape, seed):
+    policy, ref = log_probs_pair(shape, seed, dtype=torch.float64)
+    policy.requires_grad_()
+    ref.requires_grad_()
+    kl_k3(policy, ref).sum().backward()
+    r_minus_1 = torch.expm1(ref.detach() - policy.detach())
+    torch.testing.assert_close(ref.grad, r_minus_1)
+    torch.testing.assert_close(policy.grad, -r_minus_1)
+
+
+def test_reference_rejects_shapes_that_differ():
+    with pytest.raises(ValueError, match="ref_log_probs"):
+        kl_k3(torch.zeros(2, 3), torch.zeros(2, 4))
+
+
+# ---------------------------------------------------------------- correct versions and mistakes
+CORRECT = {
+    "expm1_minus_log_ratio": """
+        import torch
+        def kl_k3(policy_log_probs, ref_log_probs):
+            log_ratio = ref_log_probs - policy_log_probs
+            return torch.expm1(log_ratio) - log_ratio
+    """,
+    # in float64 the rounding of exp near 1 (1e-16) is far below what a float32 result keeps
+    "float64_inside_ratio_form": """
+        import torch
+        def kl_k3(policy_log_probs, ref_log_probs):
+            log_r = ref_log_probs.double() - policy_log_probs.double()
+            r = torch.exp(log_r)
+            return (r - torch.log(r) - 1).to(policy_log_probs.dtype)
+    """,
+    # e^x - 1 - x = x^2/2 + x^3/6 + ... for small x: the Taylor series there, the direct formula elsewhere
+    "taylor_series_near_one_with_where": """
+        import torch
+        def kl_k3(policy_log_probs, ref_log_probs):
+            x = ref_log_probs - policy_log_probs
+            series = x * x / 2 * (1 + x / 3 * (1 + x / 4 * (1 + x / 5 * (1 + x / 6))))
+            direct = torch.exp(x) - 1 - x
+            return torch.where(x.abs() < 1e-2, series, direct)
+    """,
+    # written from log pi - log pi_ref: r = exp(-d), k3 = (r - 1) + d
+    "from_the_log_difference_d": """
+        import torch
+        def kl_k3(policy_log_probs, ref_log_probs):
+            d = policy_log_probs - ref_log_probs
+            return torch.special.expm1(-d) + d
+    """,
+}
+
+EXPM1 = CORRECT["expm1_minus_log_ratio"]
+LOG_RATIO = "log_ratio = ref_log_probs - policy_log_probs"
+RETURN = "return torch.expm1(log_ratio) - log_ratio"
+MISTAKES = {
+    # r = pi / pi_ref: the k3 of KL(pi_ref || pi)'s estimator, wrong on every token
+    "ratio_inverted": (edited(EXPM1, (LOG_RATIO, "log_ratio = policy_log_probs - ref_log_probs")),
+                       ["mixed_signs_float32_B4_T9", "log_ratio_down_to_minus_20_float32_3x8"]),
+    # r - log r without the -1: every token off by one
+    "minus_one_dropped": (edited(EXPM1, (RETURN, "return torch.exp(log_ratio) - log_ratio")),
+                          ["mixed_signs_float32_B4_T9", "float64_4x6"]),
+    # exp(x) - 1 in float32 rounds at 6e-8 near x = 0, where k3 is about x^2 / 2
+    "exp_minus_one_in_float32": (edited(EXPM1, (RETURN, "return torch.exp(log_ratio) - 1 - log_ratio")),
+                                 ["near_r_equal_1_float32_4x16"]),
+    # the ratio from the probabilities: exp underflows to 0 below -104 in float32, 0 / 0 = NaN
+    "ratio_as_exp_over_exp": ("""
+        import torch
+        def kl_k3(policy_log_probs, ref_log_probs):
+            r = torch.exp(ref_log_probs) / torch.exp(policy_log_probs)
+            return r - torch.log(r) - 1
+    """, ["log_probs_near_minus_110_float32_3x6", "near_r_equal_1_float32_4x16"]),
+    # a clamp "against overflow" changes every token with |log r| > 10
+    "log_ratio_clamped_to_10": (edited(EXPM1, (LOG_RATIO, "log_ratio = (ref_log_probs - policy_log_probs).clamp(-10, 10)")),
+                                ["log_ratio_up_to_20_float32_4x10", "log_ratio_down_to_minus_20_float32_3x8"]),
+    # k2 in the place of k3: equal to second order only
+    "k2_instead_of_k3": (edited(EXPM1, (RETURN, "return 0.5 * log_ratio**2")),
+                         ["mixed_signs_float32_B4_T9", "positive_log_ratio_float32_3x7"]),
+    # float64 log-probs must give a float64 k3
+    "always_float32": (edited(EXPM1, (LOG_RATIO, "log_ratio = (ref_log_probs - policy_log_probs).float()")),
+                       ["float64_4x6", "log_ratio_pm20_float64_3x8"]),
+    # the mean over the tokens: one number, not one per token
+    "mean_over_tokens": (edited(EXPM1, (RETURN, "return (torch.expm1(log_ratio) - log_ratio).mean()")),
+                         ["mixed_signs_float32_B4_T9", "3d_2x3x5"]),
+}
+
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT)
