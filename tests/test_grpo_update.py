@@ -16,7 +16,7 @@ import inspect
 import pytest
 import torch
 
-from course_lib.grpo import grpo_train_step
+from course_lib.grpo import _k3_per_token, grpo_train_step
 from course_lib.logprobs import get_response_log_probs
 from course_lib.training.grpo_update import micro_batch_rows, packed_grpo_train_step
 
@@ -84,13 +84,16 @@ def run(batch, loss_type, update_fn, seed=0, n_rows=None, **kw):
 
 
 def test_the_packed_update_takes_the_graded_steps_arguments():
-    """A drop-in `update_fn`: the same parameters, names, defaults and order; the graded step has no speed-up knob."""
+    """A drop-in `update_fn`: the same parameters, names, defaults and order, then one keyword-only of
+    its own (the KL's per-token term, default the graded k3); the graded step has no speed-up knob."""
     plain, packed = inspect.signature(grpo_train_step), inspect.signature(packed_grpo_train_step)
     assert list(plain.parameters) == ["policy", "optimizer", "rollout_batch", "loss_type", "train_batch_size",
                                       "gradient_accumulation_steps", "epochs_per_rollout_batch", "cliprange",
                                       "max_grad_norm", "kl_coef", "scheduler", "log_probs_fn", "train_step_fn"]
-    assert [(p.name, p.default) for p in plain.parameters.values()] == \
-        [(p.name, p.default) for p in packed.parameters.values()]
+    own = list(packed.parameters.values())
+    assert [(p.name, p.default) for p in plain.parameters.values()] == [(p.name, p.default) for p in own[:-1]]
+    assert own[-1].name == "kl_term" and own[-1].kind is inspect.Parameter.KEYWORD_ONLY
+    assert own[-1].default is _k3_per_token
     from course_lib.training.grpo_trainer import train_grpo
 
     assert inspect.signature(train_grpo).parameters["update_fn"].default is packed_grpo_train_step
@@ -135,7 +138,7 @@ def test_an_all_skipped_step_still_moves_the_weights_with_adams_momentum():
     torch.testing.assert_close(after_both, plain, atol=ATOL, rtol=0)
 
 
-def test_with_a_kl_term_the_packed_update_is_the_plain_loop():
+def test_with_a_kl_term_the_packed_update_leaves_the_plain_updates_parameters():
     batch = rollout_batch(3, n_groups=2, group_size=4, constant_groups=(1,))
     with torch.no_grad():
         batch["ref_log_probs"] = get_response_log_probs(tiny_model(9), batch["input_ids"], batch["labels"])["log_probs"]
@@ -143,8 +146,42 @@ def test_with_a_kl_term_the_packed_update_is_the_plain_loop():
     plain, out_plain, rows_plain = run(batch, "reinforce_with_baseline", grpo_train_step, **kw)
     fast, out_fast, rows_fast = run(batch, "reinforce_with_baseline", packed_grpo_train_step, **kw)
     assert rows_fast == rows_plain == 8, "with a KL term every row has a gradient"
-    assert torch.equal(fast, plain) and out_fast == out_plain
-    assert len(out_plain["kl"]) == 2 and all(kl > 0 for kl in out_plain["kl"])
+    torch.testing.assert_close(fast, plain, atol=ATOL, rtol=0)
+    for key in ("loss", "grad_norm"):
+        torch.testing.assert_close(torch.tensor(out_fast[key]), torch.tensor(out_plain[key]), atol=ATOL, rtol=0)
+    assert len(out_plain["kl"]) == len(out_fast["kl"]) == 2 and all(kl > 0 for kl in out_plain["kl"])
+    torch.testing.assert_close(torch.tensor(out_fast["kl"]).mean(), torch.tensor(out_plain["kl"]).mean(),
+                               atol=ATOL, rtol=0)
+
+
+def test_the_kl_penalty_forms_push_the_gradient_they_name():
+    """k3_value_k2_grad moves the weights exactly as k2 does (the same gradient) and logs k3's value;
+    k3 moves them otherwise; an unknown form is refused by name."""
+    from course_lib.training.kl_penalty import loss_term
+
+    batch = rollout_batch(3, n_groups=2, group_size=4, constant_groups=())
+    with torch.no_grad():
+        batch["ref_log_probs"] = get_response_log_probs(tiny_model(9), batch["input_ids"], batch["labels"])["log_probs"]
+    kw = dict(train_batch_size=8, gradient_accumulation_steps=2, kl_coef=2.0)
+    results = {name: run(batch, "reinforce_with_baseline", packed_grpo_train_step, kl_term=loss_term(name), **kw)
+               for name in ("k3", "k2", "k3_value_k2_grad")}
+    torch.testing.assert_close(results["k3_value_k2_grad"][0], results["k2"][0], atol=ATOL, rtol=0)
+    assert (results["k3"][0] - results["k2"][0]).abs().max() > 1e-6
+    assert results["k3_value_k2_grad"][1]["kl"][0] == pytest.approx(results["k3"][1]["kl"][0], abs=1e-12)
+    assert results["k2"][1]["kl"][0] != pytest.approx(results["k3"][1]["kl"][0], abs=1e-6)
+    with pytest.raises(ValueError, match="kl_penalty 'k4'"):
+        loss_term("k4")
+
+
+def test_k1_in_the_reward_subtracts_each_responses_mean_k1():
+    from course_lib.training.kl_penalty import k1_shaped_rewards
+
+    old = torch.tensor([[0.0, -1.0, -2.0, 0.0], [-1.0, -1.0, 0.0, 0.0]], dtype=torch.float64)
+    ref = torch.tensor([[0.0, -2.0, -2.5, 9.0], [-0.5, 0.0, 0.0, 0.0]], dtype=torch.float64)
+    mask = torch.tensor([[0, 1, 1, 0], [1, 0, 0, 0]])
+    shaped, k1 = k1_shaped_rewards(torch.tensor([1.0, 0.0]), old, ref, mask, kl_coef=0.5)
+    torch.testing.assert_close(k1, torch.tensor([(1.0 + 0.5) / 2, -0.5], dtype=torch.float64))
+    torch.testing.assert_close(shaped, torch.tensor([1.0 - 0.375, 0.25]))
 
 
 def test_micro_batch_rows_drops_zero_weights_and_sorts_by_length():

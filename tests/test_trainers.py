@@ -184,6 +184,29 @@ def test_off_policy_epochs_and_kl_penalty(tok):
     assert train[-1]["kl"] > 0, "after updates the policy moved away from the reference"
 
 
+@pytest.mark.parametrize("kl_penalty", ["k2", "k3_value_k2_grad", "k1_reward"])
+def test_each_kl_penalty_trains_and_logs_its_kl(tok, kl_penalty):
+    model = random_qwen2(tok)
+
+    def reward_fn(response, gold):
+        r = float(len(response) % 2)
+        return {"reward": r, "format_reward": r, "answer_reward": r}
+
+    res = train_grpo(model=model, tokenizer=tok, train_data=problems(8), eval_data=[], progress=False,
+                     reward_fn=reward_fn, **small_grpo(kl_coef=0.5, kl_penalty=kl_penalty, lr=1e-2, n_grpo_steps=3))
+    train = [m for m in res.metrics if m["kind"] == "train"]
+    assert all("kl" in m for m in train)
+    # k1 (the reward form) is an estimate that can be negative; the loss forms' k2 and k3 are >= 0
+    assert kl_penalty == "k1_reward" or all(m["kl"] >= 0 for m in train)
+    assert abs(train[-1]["kl"]) > 0, "after updates the policy moved away from the reference"
+
+
+def test_an_unknown_kl_penalty_is_refused_by_name(tok):
+    with pytest.raises(ValueError, match="kl_penalty 'k4' is not one of"):
+        train_grpo(model=random_qwen2(tok), tokenizer=tok, train_data=problems(8), eval_data=[], progress=False,
+                   **small_grpo(kl_coef=0.5, kl_penalty="k4"))
+
+
 def test_k3_estimator():
     lp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
     assert torch.allclose(kl_k3(lp, lp.detach()), torch.zeros(1, 2))

@@ -82,7 +82,8 @@ class GRPOConfig(ModelConfig, EvalSettings):
     loss_type: str = "reinforce_with_baseline"  # no_baseline | reinforce_with_baseline | grpo_clip
     use_std_normalization: bool = True
     cliprange: float = 0.2
-    kl_coef: float = 0.0  # > 0: k3 KL penalty to the frozen starting policy
+    kl_coef: float = 0.0  # > 0: a KL penalty to the frozen starting policy
+    kl_penalty: str = "k3"  # with kl_coef > 0: k3 | k2 | k3_value_k2_grad (a loss) | k1_reward (training/kl_penalty.py)
     max_grad_norm: float = 1.0
     gradient_checkpointing: bool = False
     checkpoint_every: int = 0

@@ -5,7 +5,8 @@
             1) rollouts   = engine.generate(prompts, SamplingParams(T, min/max tokens, stop "</answer>", n=group_size))
             2) A, r, meta = advantage_fn(r1_zero_reward_fn, responses, answers, group_size, eps, use_std)
             3) tensors    = tokenize_fn(prompts, responses); old log-probs (grpo_clip) and reference
-                            log-probs (kl_coef > 0) under the policy before any update
+                            log-probs (kl_coef > 0) under the policy before any update; with
+                            kl_penalty "k1_reward", the advantages of the rewards less the KL
         4) update_fn(policy / T, optimizer, batch.tensors, ...)      # epochs x optimizer steps x micro-batches
         5) engine.load_weights(policy)                               # vLLM holds its own copy
         evaluate every eval_every steps and at the last; checkpoint every checkpoint_every steps and at the last
@@ -28,7 +29,8 @@ temperature 0, greedy, means no scaling).
 
 Simplifications, named: the reward is the r1_zero answer reward (format alone earns nothing);
 responses are re-tokenized from their text with `tokenize_fn` (as CS336 does), so the scored
-ids are those of the text; the reference policy for KL is the starting policy, frozen; with the
+ids are those of the text; the reference policy for KL is the starting policy, frozen, and
+`kl_penalty` says which estimator of the KL to it penalises, and where (`training/kl_penalty.py`); with the
 HF engine the policy itself samples (no weight copy), with vLLM the weights are synced after
 every optimizer step.
 """
@@ -52,6 +54,7 @@ from .common import (RunLog, TrainResult, check_finite, data_indices, eval_examp
                      make_scheduler, resolve_config, run_eval)
 from .config import GRPOConfig
 from .grpo_update import packed_grpo_train_step
+from .kl_penalty import k1_shaped_rewards, loss_term, update_kl_arguments
 from .models import TemperatureScaled, load_model_and_tokenizer, set_seed
 
 
@@ -59,6 +62,7 @@ def check_batch_sizes(cfg: GRPOConfig) -> None:
     """The divisibility rules of the batch knobs, each with a message that says what to change."""
     if cfg.loss_type not in LOSS_TYPES:
         raise ValueError(f"loss_type {cfg.loss_type!r} is not one of {', '.join(LOSS_TYPES)}")
+    loss_term(cfg.kl_penalty)  # names the setting when it is unknown
     if cfg.rollout_batch_size % cfg.group_size != 0:
         raise ValueError(f"rollout_batch_size ({cfg.rollout_batch_size}) must be divisible by group_size "
                          f"({cfg.group_size}): each question gets group_size rollouts")
@@ -186,6 +190,20 @@ def collect_rollouts(engine, model, tokenizer, questions: list[dict], cfg: GRPOC
     if ref_model is not None:
         tensors["ref_log_probs"] = _score(ref_model, tensors, micro=micro, log_probs_fn=log_probs_fn,
                                           temperature=cfg.sampling_temperature)
+    if ref_model is not None and cfg.kl_penalty == "k1_reward":  # the penalty in the reward, before the advantages
+        old = tensors.get("old_log_probs")  # grpo_clip with a KL penalty scores every row already
+        if old is None:
+            old = _score(model, tensors, micro=micro, log_probs_fn=log_probs_fn, temperature=cfg.sampling_temperature)
+        shaped, k1 = k1_shaped_rewards(raw_rewards=tensors["raw_rewards"], old_log_probs=old,
+                                       ref_log_probs=tensors["ref_log_probs"], response_mask=tensors["response_mask"],
+                                       kl_coef=cfg.kl_coef)
+        # advantage_fn scores each response by its reward_fn: here the i-th response is its index
+        advantages, _, _ = advantage_fn(
+            reward_fn=lambda i, _gold: {"reward": float(shaped[int(i)]), "format_reward": 0.0, "answer_reward": 0.0},
+            rollout_responses=[str(i) for i in range(len(responses))], repeated_ground_truths=gold,
+            group_size=cfg.group_size, advantage_eps=cfg.advantage_eps, normalize_by_std=cfg.use_std_normalization)
+        tensors["advantages"] = advantages.to(device).float()
+        reward_meta = {**reward_meta, "kl": float(k1.mean())}
     return RolloutBatch(rollouts=rollouts, tensors=tensors, reward_meta=reward_meta, rollout_seconds=seconds)
 
 
@@ -215,6 +233,8 @@ def _step_record(step: int, batch: RolloutBatch, update: dict, lr: float, t0: fl
     }
     if update["kl"]:
         record["kl"] = _mean(update["kl"], 0.0)
+    elif "kl" in meta:  # k1_reward: the mean k1 of the rollouts, from `collect_rollouts`
+        record["kl"] = meta["kl"]
     return record
 
 
@@ -298,6 +318,7 @@ def train_grpo(
     run = RunLog(kind="grpo", cfg=cfg, total_steps=cfg.n_grpo_steps, start_step=start_step, resume=resume,
                  output_dir=cfg.output_dir, progress=progress, on_step=on_step)
     policy = TemperatureScaled(model, cfg.sampling_temperature)  # scores the distribution the rollouts came from
+    kl_loss_coef, kl_term = update_kl_arguments(kl_penalty=cfg.kl_penalty, kl_coef=cfg.kl_coef)
 
     for step in range(start_step, cfg.n_grpo_steps):
         t0 = time.perf_counter()
@@ -316,8 +337,8 @@ def train_grpo(
                            train_batch_size=cfg.train_batch_size,
                            gradient_accumulation_steps=cfg.gradient_accumulation_steps,
                            epochs_per_rollout_batch=cfg.epochs_per_rollout_batch, cliprange=cfg.cliprange,
-                           max_grad_norm=cfg.max_grad_norm, kl_coef=cfg.kl_coef, scheduler=scheduler,
-                           log_probs_fn=log_probs_fn, train_step_fn=train_step_fn)
+                           max_grad_norm=cfg.max_grad_norm, kl_coef=kl_loss_coef, scheduler=scheduler,
+                           log_probs_fn=log_probs_fn, train_step_fn=train_step_fn, **kl_term)
         _check_update(update, done, cfg.output_dir)  # before the next checkpoint is saved
         # 5) weight sync: vLLM holds its own copy of the weights (the HF and fast engines use the policy's)
         engine.load_weights(model)

@@ -18,7 +18,9 @@ less work:
   it). A micro-batch of m rows is passed train_batch_size / m as its accumulation, so that each
   row still weighs 1 / train_batch_size in its step: the sum over micro-batches is the plain
   loop's, added in another order (float rounding apart, the same gradient).
-- **With a KL term it is the plain loop**: every row then has a gradient (the KL's).
+- **With a KL term no row is left out**: every row then has a gradient (the KL's); the rows are
+  still packed by length. The KL's per-token term is a keyword of its own (`kl_term`, default
+  k3 as in the graded step; `training/kl_penalty.py` holds the others).
 - **A step with nothing left still steps the optimizer**, on zero gradients, as the plain loop
   does: AdamW moves the weights on its momentum and weight decay even then.
 
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import torch
 
-from ..grpo import _check_rollout_batch, grpo_microbatch_train_step, grpo_train_step, slice_micro_batch
+from ..grpo import _check_rollout_batch, _k3_per_token, grpo_microbatch_train_step, slice_micro_batch
 from ..logprobs import get_response_log_probs
 from ..masking import masked_mean
 
@@ -39,12 +41,13 @@ def micro_batch_rows(rollout_batch: dict[str, torch.Tensor], first: int, train_b
                      weight_key: str) -> list[torch.Tensor]:
     """Row indices of the packed micro-batches of the train batch of rows first .. first+train_batch_size-1.
 
-    The rows whose `weight_key` entry ("advantages" or "raw_rewards") is exactly 0 are left out;
+    The rows whose `weight_key` entry ("advantages" or "raw_rewards"; None: keep every row) is exactly 0 are left out;
     the rest are sorted by length (one past the last response token) and cut into
     ceil(kept / micro) micro-batches of near-equal size. May return no micro-batch at all.
     """
     rows = torch.arange(first, first + train_batch_size, device=rollout_batch["advantages"].device)
-    rows = rows[rollout_batch[weight_key][rows] != 0]
+    if weight_key is not None:
+        rows = rows[rollout_batch[weight_key][rows] != 0]
     if len(rows) == 0:
         return []
     mask = rollout_batch["response_mask"][rows]
@@ -57,24 +60,21 @@ def packed_grpo_train_step(
     policy: torch.nn.Module, optimizer: torch.optim.Optimizer, rollout_batch: dict[str, torch.Tensor],
     loss_type: str, train_batch_size: int, gradient_accumulation_steps: int, epochs_per_rollout_batch: int = 1,
     cliprange: float | None = None, max_grad_norm: float = 1.0, kl_coef: float = 0.0, scheduler=None,
-    log_probs_fn=get_response_log_probs, train_step_fn=grpo_microbatch_train_step,
+    log_probs_fn=get_response_log_probs, train_step_fn=grpo_microbatch_train_step, *, kl_term=_k3_per_token,
 ) -> dict[str, list[float]]:
     """`grpo_train_step` with the rows of weight 0 left out and the rest packed by length (see above).
 
     Arguments and result as `course_lib.grpo.grpo_train_step`, except that "token_entropy" and
     "clip_fraction" have one entry per micro-batch *scored* (none for a step whose rows all
-    have weight 0).
+    have weight 0), and `kl_term`, the per-token KL term (policy_log_probs, ref_log_probs) ->
+    (B, T) of the penalty when kl_coef > 0 (default k3, as the graded step; others:
+    `training/kl_penalty.py`).
     """
-    if kl_coef > 0:  # every row has the KL's gradient: nothing to leave out
-        return grpo_train_step(
-            policy=policy, optimizer=optimizer, rollout_batch=rollout_batch, loss_type=loss_type,
-            train_batch_size=train_batch_size, gradient_accumulation_steps=gradient_accumulation_steps,
-            epochs_per_rollout_batch=epochs_per_rollout_batch, cliprange=cliprange, max_grad_norm=max_grad_norm,
-            kl_coef=kl_coef, scheduler=scheduler, log_probs_fn=log_probs_fn, train_step_fn=train_step_fn)
     n, k = rollout_batch["advantages"].shape[0], gradient_accumulation_steps
     _check_rollout_batch(n, train_batch_size, k, kl_coef, rollout_batch)
     micro = train_batch_size // k
-    weight_key = "raw_rewards" if loss_type == "no_baseline" else "advantages"
+    # with a KL term every row has a gradient (the KL's): none is left out
+    weight_key = None if kl_coef > 0 else "raw_rewards" if loss_type == "no_baseline" else "advantages"
     out: dict[str, list[float]] = {"loss": [], "grad_norm": [], "token_entropy": [], "clip_fraction": [], "kl": []}
     for _epoch in range(epochs_per_rollout_batch):
         for step in range(n // train_batch_size):
@@ -87,6 +87,12 @@ def packed_grpo_train_step(
                 log_probs, mask = scored["log_probs"], mb["response_mask"]
                 if scored.get("token_entropy") is not None:
                     out["token_entropy"].append(float(masked_mean(scored["token_entropy"], mask)))
+                if kl_coef > 0:  # the penalty, each row weighing 1 / train_batch_size as in the policy-gradient loss
+                    kl = masked_mean(kl_term(log_probs, mb["ref_log_probs"]), mask, dim=-1)
+                    kl_loss = kl_coef * kl.sum() / train_batch_size
+                    kl_loss.backward(retain_graph=True)  # the policy-gradient loss backprops through log_probs next
+                    step_loss += float(kl_loss.detach())
+                    out["kl"].append(float(kl.detach().mean()))
                 loss, meta = train_step_fn(log_probs, mask, accumulation, loss_type, raw_rewards=mb["raw_rewards"],
                                            advantages=mb["advantages"], old_log_probs=mb.get("old_log_probs"),
                                            cliprange=cliprange)
