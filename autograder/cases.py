@@ -161,13 +161,15 @@ def make_suite_cases(name: str, seed: int) -> dict:
 
 
 def fingerprint(name: str) -> str:
-    """A hash of the suite's source, of every course_lib source file and of the case and
-    comparison code: case files older than any of them are stale."""
+    """A hash of the suite's source, of the suites' shared private modules (`suites/_*.py`), of
+    every course_lib source file and of the case and comparison code: case files older than any
+    of them are stale."""
     import course_lib
 
     h = hashlib.sha256()
     lib = Path(course_lib.__file__).resolve().parent
-    for path in [HERE / "suites" / f"{name}.py", HERE / "compare.py", HERE / "suite_api.py", HERE / "cases.py",
+    for path in [HERE / "suites" / f"{name}.py", *sorted((HERE / "suites").glob("_*.py")), HERE / "compare.py",
+                 HERE / "suite_api.py", HERE / "cases.py",
                  *sorted(lib.rglob("*.py"))]:
         h.update(str(path.name).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
