@@ -16,9 +16,9 @@ $(STAMP): requirements-cpu.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-# Two workers (pytest-xdist): about 20 minutes on 2 cores (measured in a fresh clone, setup aside). The
-# 15 slowest tests are listed with their times at the end; `pytest -m "not slow" tests` leaves
-# out the slow ones.
+# Two workers (pytest-xdist): 26 and 39 minutes on 2 cores in the last two fresh-clone runs (setup
+# aside). The 15 slowest tests are listed with their times at the end; `pytest -m "not slow" tests`
+# leaves out the slow ones.
 test: setup
 	$(PY) -m pytest -n 2 --durations=15 tests
 
