@@ -366,17 +366,24 @@ probe_prompts = [gsm8k_to_r1_zero(p)["prompt"] for p in load_problems("arith", "
 
 
 @torch.no_grad()
-def estimators_on_responses(model, seed=0):
-    """Per response token: the three estimators and the exact KL(pi || pi_ref), on samples of `model`."""
+def probe_distributions(model, seed=0):
+    """`model`'s responses to the probe prompts (4 each, temperature 1): both full log-distributions
+    (B, T, V), the sampled labels (B, T) and the response mask (B, T), bool."""
     model.eval()
     rollouts = HFEngine(model, tokenizer).generate(
         probe_prompts, SamplingParams(temperature=1.0, max_tokens=100, min_tokens=4, n=4, seed=seed))
     b = tokenize_prompt_and_output([r.prompt for r in rollouts], [r.text for r in rollouts], tokenizer)
     log_pi = torch.log_softmax(model(b["input_ids"]).logits, -1)
     log_ref = torch.log_softmax(reference(b["input_ids"]).logits, -1)
-    on = b["response_mask"].bool()
-    sampled_pi = log_pi.gather(-1, b["labels"][..., None])[..., 0][on]
-    sampled_ref = log_ref.gather(-1, b["labels"][..., None])[..., 0][on]
+    return log_pi, log_ref, b["labels"], b["response_mask"].bool()
+
+
+@torch.no_grad()
+def estimators_on_responses(model, seed=0):
+    """Per response token: the three estimators and the exact KL(pi || pi_ref), on samples of `model`."""
+    log_pi, log_ref, labels, on = probe_distributions(model, seed)
+    sampled_pi = log_pi.gather(-1, labels[..., None])[..., 0][on]
+    sampled_ref = log_ref.gather(-1, labels[..., None])[..., 0][on]
     return {"exact": exact_kl(log_pi, log_ref)[on], "k1": kl_k1(sampled_pi, sampled_ref),
             "k2": kl_k2(sampled_pi, sampled_ref), "k3": kl_k3(sampled_pi, sampled_ref)}
 
@@ -551,13 +558,7 @@ SWEEP = {"beta_0": ("k3", 0.0)} | {f"{form}_beta_{beta:g}": (form, beta) for bet
 @torch.no_grad()
 def both_kls(model, seed=0):
     """Exact KL(pi || pi_ref) and KL(pi_ref || pi) per response token, on responses sampled from `model`."""
-    model.eval()
-    rollouts = HFEngine(model, tokenizer).generate(
-        probe_prompts, SamplingParams(temperature=1.0, max_tokens=100, min_tokens=4, n=4, seed=seed))
-    b = tokenize_prompt_and_output([r.prompt for r in rollouts], [r.text for r in rollouts], tokenizer)
-    log_pi = torch.log_softmax(model(b["input_ids"]).logits, -1)
-    log_ref = torch.log_softmax(reference(b["input_ids"]).logits, -1)
-    on = b["response_mask"].bool()
+    log_pi, log_ref, _, on = probe_distributions(model, seed)
     return exact_kl(log_pi, log_ref)[on].mean().item(), exact_kl(log_ref, log_pi)[on].mean().item()
 
 
