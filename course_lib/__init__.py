@@ -1,7 +1,7 @@
 """course_lib: the reference implementation of every graded function of the course.
 
 Each graded function exists once, in a module at this top level (`tokenization`, `gsm8k`,
-`logprobs`, `masking`, `sft`, `grpo`, `rewards`, `kl`, `softcap`); the solution notebooks show this same
+`logprobs`, `masking`, `sft`, `grpo`, `rewards`, `kl`, `ppo`, `softcap`); the solution notebooks show this same
 code and the autograder's hidden cases are generated from it. Everything else lives in rooms:
 
 - `course_lib.training`: configs, model loading, the SFT and GRPO trainers, evaluation, plots, the
@@ -35,6 +35,7 @@ from .grpo import (
 from .kl import approx_kl, exact_kl, kl_k1, kl_k2, kl_k3
 from .logprobs import compute_entropy, get_response_log_probs, log_probs_from_logits
 from .masking import masked_mean, masked_normalize
+from .ppo import compute_gae, masked_whiten, ppo_microbatch_train_step, token_level_rewards, value_loss
 from .rewards import evaluate, r1_zero_reward_fn
 from .sft import sft_microbatch_train_step, sft_train_step
 from .softcap import chunked_response_log_probs, final_logits_softcap
@@ -63,6 +64,7 @@ __all__ = [
     "as_r1_zero",
     "chunked_response_log_probs",
     "compute_entropy",
+    "compute_gae",
     "compute_group_normalized_rewards",
     "compute_grpo_clip_loss",
     "compute_naive_policy_gradient_loss",
@@ -88,10 +90,14 @@ __all__ = [
     "log_probs_from_logits",
     "masked_mean",
     "masked_normalize",
+    "masked_whiten",
+    "ppo_microbatch_train_step",
     "r1_zero_prompt_template",
     "r1_zero_reward_fn",
     "read_jsonl",
     "sft_microbatch_train_step",
     "sft_train_step",
+    "token_level_rewards",
     "tokenize_prompt_and_output",
+    "value_loss",
 ]
