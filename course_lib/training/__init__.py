@@ -1,6 +1,6 @@
-"""The reference trainings an instructor runs: configuration, models, the two trainers, evaluation.
+"""The reference trainings an instructor runs: configuration, models, the trainers, evaluation.
 
-- `config`: one dataclass per command (`SFTConfig`, `GRPOConfig`, `EvalConfig`), YAML + `key=value`;
+- `config`: one dataclass per command (`SFTConfig`, `GRPOConfig`, `PPOConfig`, `EvalConfig`), YAML + `key=value`;
 - `models`: loading the policy and tokenizer (device, dtype, attention backend), `set_seed`,
   `TemperatureScaled`;
 - `common`: what both trainers share (optimizer and schedule, data order, evaluation, the
@@ -11,7 +11,9 @@
   batch, by default `grpo_update.packed_grpo_train_step` (the graded plain loop
   `course_lib.grpo.grpo_train_step` with rows of advantage 0 skipped and the rest packed by
   length: the same update, parameter for parameter);
+- `ppo_trainer.train_ppo`: PPO with a critic (`critic.Critic`), the GRPO trainer's loop with
+  `ppo_update.PPOUpdate` as its update (GAE advantages, actor and critic trained side by side);
 - `evaluation`: format and answer accuracy, and a report of generations;
-- `plots`: curves of a run; `cli`: `python -m course_lib.training sft|grpo|eval`;
+- `plots`: curves of a run; `cli`: `python -m course_lib.training sft|grpo|ppo|eval`;
 - `demo`: `make demo` (`python -m course_lib.training.demo`), base -> SFT -> GRPO on the tiny world.
 """

@@ -175,9 +175,10 @@ class NonFiniteLossError(RuntimeError):
     """The loss or the gradient norm became NaN/inf; the run stopped, its last checkpoint kept."""
 
 
-def restore_checkpoint(cfg, resume: bool, model, optimizer, scheduler) -> int:
+def restore_checkpoint(cfg, resume: bool, model, optimizer, scheduler, extra_state=None) -> int:
     """The step a run starts from: 0, or, with `resume`, that of the last checkpoint in
-    `cfg.output_dir`, whose model, optimizer, scheduler and RNG states are restored."""
+    `cfg.output_dir`, whose model, optimizer, scheduler and RNG states are restored (and the state
+    of `extra_state`, which the checkpoint must then hold)."""
     if not resume:
         return 0
     if not cfg.output_dir:
@@ -185,7 +186,14 @@ def restore_checkpoint(cfg, resume: bool, model, optimizer, scheduler) -> int:
     ckpt = latest_checkpoint(cfg.output_dir)
     if ckpt is None:
         return 0
-    return load_checkpoint(ckpt, model, optimizer, scheduler)["step"]
+    state = load_checkpoint(ckpt, model, optimizer, scheduler)
+    if extra_state is not None:
+        saved = state.get("extra", {}).get("extra_state")
+        if saved is None:
+            raise ValueError(f"checkpoint {ckpt} holds no trainer extra state (was it written by another trainer? "
+                             f"its kind: {state.get('extra', {}).get('kind')!r})")
+        extra_state.load_state_dict(saved)
+    return state["step"]
 
 
 def write_run_config(output_dir, kind: str, cfg) -> None:

@@ -156,11 +156,15 @@ class RunLog:
         self.bar.set_postfix(**postfix)
         self.bar.update(1)
 
-    def save_checkpoint(self, *, step: int, model, tokenizer, optimizer, scheduler, data_position: int) -> None:
-        """Checkpoint `step` in `output_dir` (model, optimizer, scheduler, RNG states and the data position)."""
+    def save_checkpoint(self, *, step: int, model, tokenizer, optimizer, scheduler, data_position: int,
+                        extra_state=None) -> None:
+        """Checkpoint `step` in `output_dir` (model, optimizer, scheduler, RNG states and the data position,
+        and `extra_state.state_dict()` when given: PPO's critic and its optimizer)."""
+        extra = {"data_position": data_position, "kind": self.kind}
+        if extra_state is not None:
+            extra["extra_state"] = extra_state.state_dict()
         save_checkpoint(self.output_dir, step=step, model=model, tokenizer=tokenizer, optimizer=optimizer,
-                        scheduler=scheduler, extra={"data_position": data_position, "kind": self.kind},
-                        keep=self.cfg.keep_checkpoints)
+                        scheduler=scheduler, extra=extra, keep=self.cfg.keep_checkpoints)
 
     def finish(self, model, tokenizer) -> TrainResult:
         """Close the bar, put the model in eval mode, save `model/`, and return the run's result."""

@@ -1,6 +1,6 @@
 """Run configurations (dataclasses) and YAML loading with `key=value` overrides.
 
-One dataclass per command: `SFTConfig`, `GRPOConfig`, `EvalConfig`. A YAML file sets any of
+One dataclass per command: `SFTConfig`, `GRPOConfig`, `PPOConfig`, `EvalConfig`. A YAML file sets any of
 their fields; `key=value` overrides on the command line are parsed as YAML scalars
 (`lr=3e-4`, `n_examples=null`, `filter_correct=true`). Unknown keys are errors, not silently
 ignored settings.
@@ -12,7 +12,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 
 @dataclass
@@ -60,6 +60,8 @@ class SFTConfig(ModelConfig, EvalSettings):
 
 @dataclass
 class GRPOConfig(ModelConfig, EvalSettings):
+    kind: ClassVar[str] = "grpo"  # the trainer's name in checkpoints and metrics (not a setting)
+    per_token_advantages: ClassVar[bool] = False  # GRPO: one advantage per response, 0 for a tied group
     train_split: str = "train"
     n_questions: int | None = None  # draw questions from the first N of the split; None: all
     n_grpo_steps: int = 200
@@ -91,12 +93,28 @@ class GRPOConfig(ModelConfig, EvalSettings):
 
 
 @dataclass
+class PPOConfig(GRPOConfig):
+    """GRPO's settings (the same rollouts, reward and clip loss) plus the critic's: PPO with GAE."""
+
+    kind: ClassVar[str] = "ppo"
+    per_token_advantages: ClassVar[bool] = True  # every row has advantages: none is skipped
+    loss_type: str = "grpo_clip"  # PPO's actor loss; the only one accepted
+    kl_penalty: str = "k1_reward"  # with kl_coef > 0: k1 per token in the reward (the only one accepted)
+    gamma: float = 1.0  # discount over response tokens
+    lam: float = 0.95  # GAE's lambda: 0 the one-step TD residual, 1 the Monte Carlo return minus V
+    vf_coef: float = 0.5  # weight of the value loss
+    cliprange_value: float = 0.2
+    critic_lr: float = 1e-4  # the critic's AdamW, constant
+    whiten_advantages: bool = True  # masked_whiten over the rollout batch's response tokens
+
+
+@dataclass
 class EvalConfig(ModelConfig, EvalSettings):
     log_generations: int = 0  # write this many generations to generations.jsonl (0: none)
     temperature: float = 0.0
 
 
-CONFIGS = {"sft": SFTConfig, "grpo": GRPOConfig, "eval": EvalConfig}
+CONFIGS = {"sft": SFTConfig, "grpo": GRPOConfig, "ppo": PPOConfig, "eval": EvalConfig}
 
 
 def _coerce(value: Any, current: Any, name: str) -> Any:
@@ -113,7 +131,7 @@ def _coerce(value: Any, current: Any, name: str) -> Any:
 
 
 def build_config(kind: str, values: dict | None = None):
-    """A config of kind "sft" | "grpo" | "eval" from a dict; unknown keys raise."""
+    """A config of kind "sft" | "grpo" | "ppo" | "eval" from a dict; unknown keys raise."""
     cls = CONFIGS[kind]
     cfg = cls()
     names = {f.name for f in dataclasses.fields(cls)}

@@ -184,7 +184,9 @@ def collect_rollouts(engine, model, tokenizer, questions: list[dict], cfg: GRPOC
     if cfg.loss_type == "grpo_clip":  # the policy that sampled, before any update of this step
         # without a KL term, a row of advantage exactly 0 has loss and gradient exactly 0 whatever its
         # old log-probs: the packed update never scores it (`grpo_update`), so they are left at 0
-        needed = (tensors["advantages"] != 0).nonzero().flatten() if cfg.kl_coef == 0 else None
+        # (PPO's per-token advantages are never all 0 in a row: it scores every row)
+        skip = cfg.kl_coef == 0 and not cfg.per_token_advantages
+        needed = (tensors["advantages"] != 0).nonzero().flatten() if skip else None
         tensors["old_log_probs"] = _score(model, tensors, micro=micro, log_probs_fn=log_probs_fn,
                                           temperature=cfg.sampling_temperature, rows=needed)
     if ref_model is not None:
@@ -211,8 +213,18 @@ def _mean(values: list[float], empty: float) -> float:
     return sum(values) / len(values) if values else empty
 
 
-def _step_record(step: int, batch: RolloutBatch, update: dict, lr: float, t0: float) -> dict:
-    """One line of metrics.jsonl: the update's means, the rollouts' rewards and lengths, times."""
+def group_advantage_variance(raw_rewards: torch.Tensor, response_mask: torch.Tensor, group_size: int) -> float:
+    """The variance over response tokens of GRPO's advantage before the std normalisation (the reward less its
+    group's mean, given to every token of the response): what PPO's `advantage_var` is set against."""
+    centred = raw_rewards.view(-1, group_size) - raw_rewards.view(-1, group_size).mean(-1, keepdim=True)
+    per_token = centred.reshape(-1, 1).expand_as(response_mask)
+    mask = response_mask.bool()
+    return float(per_token[mask].var(unbiased=False)) if mask.any() else float("nan")
+
+
+def _step_record(step: int, batch: RolloutBatch, update: dict, lr: float, t0: float, cfg: GRPOConfig) -> dict:
+    """One line of metrics.jsonl: the update's means (and its own "metrics"), the rollouts' rewards and
+    lengths, times."""
     rollouts, meta = batch.rollouts, batch.reward_meta
     lengths = [len(r.token_ids) for r in rollouts]
     record = {
@@ -231,6 +243,8 @@ def _step_record(step: int, batch: RolloutBatch, update: dict, lr: float, t0: fl
         "rollout_time": batch.rollout_seconds,
         "step_time": time.perf_counter() - t0,
     }
+    record.update(update.get("metrics") or {"advantage_var": group_advantage_variance(
+        batch.tensors["raw_rewards"], batch.tensors["response_mask"], cfg.group_size)})
     if update["kl"]:
         record["kl"] = _mean(update["kl"], 0.0)
     elif "kl" in meta:  # k1_reward: the mean k1 of the rollouts, from `collect_rollouts`
@@ -289,6 +303,7 @@ def train_grpo(
     resume: bool = False,
     progress: bool = True,
     on_step: Callable[[dict], None] | None = None,
+    extra_state=None,
     **overrides,
 ) -> TrainResult:
     """Train `model` (or `config.model`) with GRPO; returns per-step metrics and the model.
@@ -297,29 +312,28 @@ def train_grpo(
     `tokenize_fn` (the graded functions of notebooks 06, 07, 03 and 01), `update_fn` (the
     rollout batch's update, called as `grpo_train_step` of notebook 09 is, by keyword; default:
     the same update packed, `grpo_update.packed_grpo_train_step`) and an optional ready `engine`
-    (default: `make_engine(config.engine, ...)`).
-    """
+    (default: `make_engine(config.engine, ...)`). `extra_state` (`state_dict`, `load_state_dict`:
+    `ppo_trainer.train_ppo` passes its critic's update) is checkpointed and resumed with the run."""
     cfg = resolve_config("grpo", config, overrides)
     check_batch_sizes(cfg)
     set_seed(cfg.seed)
     model, tokenizer = _policy(cfg, model, tokenizer)
     questions = grpo_questions(cfg, train_data)
-    if eval_data is None:
-        eval_data = eval_examples_for(cfg) if cfg.eval_examples != 0 else []
+    eval_data = (eval_examples_for(cfg) if cfg.eval_examples != 0 else []) if eval_data is None else eval_data
     n_prompts = cfg.rollout_batch_size // cfg.group_size
     ref_model = frozen_copy(model) if cfg.kl_coef > 0 else None
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     optimizer, scheduler = _optimizer_and_scheduler(model, cfg)
-    start_step = restore_checkpoint(cfg, resume=resume, model=model, optimizer=optimizer, scheduler=scheduler)
+    start_step = restore_checkpoint(cfg, resume=resume, model=model, optimizer=optimizer, scheduler=scheduler,
+                                    extra_state=extra_state)
     if engine is None:
         engine = make_engine(name=cfg.engine, model=model, tokenizer=tokenizer, **(cfg.engine_kwargs or {}))
     engine.load_weights(model)
-    run = RunLog(kind="grpo", cfg=cfg, total_steps=cfg.n_grpo_steps, start_step=start_step, resume=resume,
+    run = RunLog(kind=cfg.kind, cfg=cfg, total_steps=cfg.n_grpo_steps, start_step=start_step, resume=resume,
                  output_dir=cfg.output_dir, progress=progress, on_step=on_step)
     policy = TemperatureScaled(model, cfg.sampling_temperature)  # scores the distribution the rollouts came from
     kl_loss_coef, kl_term = update_kl_arguments(kl_penalty=cfg.kl_penalty, kl_coef=cfg.kl_coef)
-
     for step in range(start_step, cfg.n_grpo_steps):
         t0 = time.perf_counter()
         done, last = step + 1, step + 1 == cfg.n_grpo_steps  # 1-based, as metrics and checkpoints count
@@ -342,7 +356,7 @@ def train_grpo(
         _check_update(update, done, cfg.output_dir)  # before the next checkpoint is saved
         # 5) weight sync: vLLM holds its own copy of the weights (the HF and fast engines use the policy's)
         engine.load_weights(model)
-        record = _step_record(step=done, batch=batch, update=update, lr=scheduler.get_last_lr()[0], t0=t0)
+        record = _step_record(step=done, batch=batch, update=update, lr=scheduler.get_last_lr()[0], t0=t0, cfg=cfg)
         if eval_data and (cfg.eval_every and done % cfg.eval_every == 0 or last):
             model.eval()
             run.log_eval(step=done, result=run_eval(model=model, tokenizer=tokenizer, cfg=cfg, examples=eval_data,
@@ -350,5 +364,5 @@ def train_grpo(
         run.log_step(record, reward=f"{record['train_reward']:.3f}", len=f"{record['response_length']:.0f}")
         if cfg.output_dir and (cfg.checkpoint_every and done % cfg.checkpoint_every == 0 or last):
             run.save_checkpoint(step=done, model=model, tokenizer=tokenizer, optimizer=optimizer, scheduler=scheduler,
-                                data_position=done * n_prompts)
+                                data_position=done * n_prompts, extra_state=extra_state)
     return run.finish(model, tokenizer)
