@@ -6,6 +6,12 @@ regenerated only when missing or stale, under a file lock, so parallel workers n
 from __future__ import annotations
 
 import pytest
+import torch
+
+# One torch thread per test process: `make test` runs two workers on two cores, and a worker with a
+# thread per core oversubscribes them (a many-draws test took 41 s against 16 s with one thread,
+# beside two busy processes). Subprocesses the tests start get OMP_NUM_THREADS=1 themselves.
+torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
