@@ -115,7 +115,8 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
     when that would lower the loss; the max makes it a pessimistic bound, as the actor's clip is.
     """
     _check_same_shape(response_mask, values=values, old_values=old_values, returns=returns)
-    clipped = old_values + torch.clamp(values - old_values, -cliprange_value, cliprange_value)
+    # clamp V itself, not V_old + clamp(V - V_old): that sum is not exactly V in float32 when the clip is off
+    clipped = torch.clamp(values, old_values - cliprange_value, old_values + cliprange_value)
     per_token = torch.maximum((values - returns) ** 2, (clipped - returns) ** 2)
     return 0.5 * masked_mean(per_token, response_mask)
 
@@ -145,7 +146,7 @@ def ppo_microbatch_train_step(
     v_loss = value_loss(values, old_values, returns, response_mask, cliprange_value)
     loss = (policy_loss + vf_coef * v_loss) / gradient_accumulation_steps
     loss.backward()
-    clipped_v = old_values + torch.clamp(values - old_values, -cliprange_value, cliprange_value)
+    clipped_v = torch.clamp(values, old_values - cliprange_value, old_values + cliprange_value)
     value_clipped = (clipped_v - returns) ** 2 > (values - returns) ** 2
     return loss.detach(), {
         "policy_loss": policy_loss.detach(), "value_loss": v_loss.detach(),

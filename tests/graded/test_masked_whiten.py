@@ -1,0 +1,273 @@
+"""masked_whiten (notebook 11): the reference's contract, correct versions that earn full marks
+through the real judge, and realistic mistakes that lose them (CONTRIBUTING.md, "Adding a graded
+function")."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from course_lib import masked_whiten
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, rand_mask, randn, seeds, shapes
+
+SUITE = "masked_whiten"
+
+
+def whiten_float64(x, mask, shift_mean=True):
+    """Independent: the kept entries selected, torch.var_mean (unbiased) in float64, put back in place."""
+    keep = mask.bool()
+    kept = x.double()[keep]
+    var, mean = torch.var_mean(kept, correction=1)
+    out = torch.zeros(x.shape, dtype=torch.float64)
+    out[keep] = (kept - mean) / torch.sqrt(var + 1e-8) + (0.0 if shift_mean else mean)
+    return out
+
+
+def with_two_kept(shape, seed):
+    m = rand_mask(*shape, seed=seed)
+    m.view(-1)[:2] = True
+    return m
+
+
+# ---------------------------------------------------------------- the reference
+@PROPERTY_SETTINGS
+@given(shapes, seeds, st.booleans(), st.sampled_from([torch.float32, torch.float64]),
+       st.sampled_from(["bool", "long", "float"]))
+def test_reference_matches_float64(shape, seed, shift_mean, dtype, mask_kind):
+    if shape[0] * shape[1] * shape[2] < 2:
+        shape = (2, *shape[1:])
+    x = randn(*shape, seed=seed, dtype=dtype) * 3 + 1
+    m = with_two_kept(shape, seed)
+    mask = {"bool": m, "long": m.long(), "float": m.to(dtype)}[mask_kind]
+    got = masked_whiten(x, mask, shift_mean=shift_mean)
+    assert got.shape == x.shape and got.dtype == dtype
+    assert torch.equal(got[~m], torch.zeros_like(got[~m]))
+    tol = 1e-5 if dtype == torch.float32 else 1e-12
+    torch.testing.assert_close(got.double(), whiten_float64(x, m, shift_mean), atol=tol, rtol=tol)
+
+
+@PROPERTY_SETTINGS
+@given(shapes, seeds)
+def test_reference_kept_entries_have_mean_0_and_unbiased_variance_about_1(shape, seed):
+    if shape[0] * shape[1] * shape[2] < 2:
+        shape = (2, *shape[1:])
+    x = randn(*shape, seed=seed, dtype=torch.float64) * 5 - 2
+    m = with_two_kept(shape, seed)
+    if bool((x[m] == x[m][0]).all()):
+        return
+    kept = masked_whiten(x, m)[m]
+    var = x[m].var()
+    assert abs(float(kept.mean())) < 1e-9
+    torch.testing.assert_close(kept.var(), var / (var + 1e-8))
+    # shift_mean=False: the same whitened entries, the input's mean added back
+    torch.testing.assert_close(masked_whiten(x, m, shift_mean=False)[m], kept + x[m].mean())
+
+
+def test_reference_ignores_what_is_under_the_mask():
+    x = randn(3, 5, seed=4)
+    m = with_two_kept((3, 5), seed=4)
+    far = x.clone()
+    far[~m] = 1e4
+    for shift_mean in (True, False):
+        assert torch.equal(masked_whiten(far, m, shift_mean), masked_whiten(x, m, shift_mean))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_reference_constant_values_are_finite(dtype):
+    x = torch.full((2, 4), 2.5, dtype=dtype)
+    m = torch.tensor([[1, 1, 0, 1], [0, 1, 1, 0]], dtype=torch.bool)
+    x[~m] = -7e3
+    assert torch.equal(masked_whiten(x, m), torch.zeros(2, 4, dtype=dtype))
+    assert torch.equal(masked_whiten(x, m, shift_mean=False), torch.where(m, 2.5, 0.0).to(dtype))
+
+
+def test_reference_two_entries_are_plus_minus_one_over_root_two():
+    got = masked_whiten(torch.tensor([3.0, -1.0, 100.0]), torch.tensor([1, 1, 0]))
+    torch.testing.assert_close(got, torch.tensor([2 ** -0.5, -(2 ** -0.5), 0.0]))
+
+
+def test_reference_eps_is_inside_the_square_root():
+    x = torch.tensor([1e-4, -1e-4], dtype=torch.float64)  # unbiased variance 2e-8
+    got = masked_whiten(x, torch.ones(2, dtype=torch.bool))
+    torch.testing.assert_close(got, x / (2e-8 + 1e-8) ** 0.5)
+
+
+def test_reference_does_not_modify_its_input():
+    x = randn(3, 4, seed=5)
+    before = x.clone()
+    masked_whiten(x, with_two_kept((3, 4), seed=5), shift_mean=False)
+    assert torch.equal(x, before)
+
+
+@pytest.mark.parametrize("kept", [0, 1])
+def test_reference_rejects_fewer_than_two_entries(kept):
+    m = torch.zeros(2, 3, dtype=torch.bool)
+    m.view(-1)[:kept] = True
+    with pytest.raises(ValueError, match="at least 2"):
+        masked_whiten(randn(2, 3), m)
+
+
+def test_reference_rejects_a_mask_of_another_shape():
+    with pytest.raises(ValueError, match="values"):
+        masked_whiten(torch.zeros(2, 3), torch.ones(3, 2))
+
+
+# ---------------------------------------------------------------- correct versions and mistakes
+CORRECT = {
+    "where_two_pass": """
+        import torch
+        def masked_whiten(values, mask, shift_mean=True):
+            keep = mask.bool()
+            n = keep.sum()
+            if n < 2:
+                raise ValueError("need at least 2 masked entries")
+            mean = torch.where(keep, values, torch.zeros_like(values)).sum() / n
+            centred = torch.where(keep, values - mean, torch.zeros_like(values))
+            var = (centred ** 2).sum() / (n - 1)
+            out = centred / torch.sqrt(var + 1e-8)
+            if not shift_mean:
+                out = out + mean
+            return torch.where(keep, out, torch.zeros_like(out))
+    """,
+    # the kept entries selected, torch.var_mean (unbiased by default), written back into zeros
+    "boolean_indexing_torch_var": """
+        import torch
+        def masked_whiten(values, mask, shift_mean=True):
+            keep = mask != 0
+            kept = values[keep]
+            if kept.numel() < 2:
+                raise ValueError("mask must keep at least 2 entries")
+            var, mean = torch.var_mean(kept)
+            whitened = (kept - mean) * torch.rsqrt(var + 1e-8)
+            if not shift_mean:
+                whitened += mean
+            out = torch.zeros_like(values)
+            out[keep] = whitened
+            return out
+    """,
+    # multiplied by a float mask: harmless here, the masked-out values are finite
+    "float_mask_multiplication": """
+        import torch
+        def masked_whiten(values, mask, shift_mean=True):
+            m = mask.to(values.dtype)
+            n = m.sum()
+            mean = (values * m).sum() / n
+            var = (((values - mean) * m) ** 2).sum() / (n - 1)
+            whitened = (values - mean) / (var + 1e-8) ** 0.5
+            if shift_mean is False:
+                whitened = whitened + mean
+            return whitened * m
+    """,
+    "float64_inside": """
+        import torch
+        def masked_whiten(values, mask, shift_mean=True):
+            keep = mask.bool()
+            x = values.double()
+            n = int(keep.sum())
+            mean = x[keep].sum() / n
+            var = ((x[keep] - mean) ** 2).sum() / (n - 1)
+            out = (x - mean) / torch.sqrt(var + 1e-8)
+            if not shift_mean:
+                out += mean
+            return out.masked_fill(~keep, 0.0).to(values.dtype)
+    """,
+    # statistics as Python numbers, accumulated row by row (float64), then one vectorised pass
+    "python_numbers_loop_over_rows": """
+        import math
+        import torch
+        def masked_whiten(values, mask, shift_mean=True):
+            rows = values.reshape(-1, values.shape[-1]) if values.dim() > 0 else values.reshape(1, -1)
+            keeps = mask.bool().reshape(rows.shape)
+            total, count = 0.0, 0
+            for row, keep in zip(rows, keeps):
+                total += float(row[keep].double().sum())
+                count += int(keep.sum())
+            if count < 2:
+                raise ValueError("fewer than 2 masked entries")
+            mean = total / count
+            squares = 0.0
+            for row, keep in zip(rows, keeps):
+                squares += float(((row[keep].double() - mean) ** 2).sum())
+            scale = 1.0 / math.sqrt(squares / (count - 1) + 1e-8)
+            out = (values.double() - mean) * scale + (0.0 if shift_mean else mean)
+            return torch.where(mask.bool(), out, 0.0).to(values.dtype)
+    """,
+}
+
+BASE = CORRECT["where_two_pass"]
+MEAN = "mean = torch.where(keep, values, torch.zeros_like(values)).sum() / n"
+VAR = "var = (centred ** 2).sum() / (n - 1)"
+OUT = "out = centred / torch.sqrt(var + 1e-8)"
+SHIFT = "if not shift_mean:"
+ZERO = "return torch.where(keep, out, torch.zeros_like(out))"
+MISTAKES = {
+    # the mean of every entry, garbage included
+    "mean_over_all_entries": (edited(BASE, (MEAN, "mean = values.mean()")),
+                              ["masked_out_garbage_1e4_B4_T10", "2d_bool_mask_B4_T9", "vector_1d_n13"]),
+    # the variance of every entry: the padding's values in the scale
+    "variance_over_all_entries": (edited(BASE, (VAR, "var = values.var()")),
+                                  ["masked_out_garbage_1e4_B4_T10", "2d_bool_mask_B4_T9"]),
+    # divided by n: the biased variance
+    "biased_variance": (edited(BASE, (VAR, "var = (centred ** 2).sum() / n")),
+                        ["three_entries_B2_T5", "two_entries_B3_T4", "2d_bool_mask_B4_T9"]),
+    "shift_mean_ignored": (edited(BASE, (SHIFT, "if False:")),
+                           ["2d_shift_mean_false_B4_T9", "float_mask_shift_mean_false_B3_T8",
+                            "constant_under_mask_shift_mean_false_2x3x4"]),
+    # the mean added back when shift_mean is True
+    "shift_mean_inverted": (edited(BASE, (SHIFT, "if shift_mean:")),
+                            ["2d_bool_mask_B4_T9", "default_shift_mean_B3_T7", "masked_out_garbage_1e4_B4_T10"]),
+    # the masked-out entries get whitened garbage instead of 0
+    "masked_entries_not_zeroed": (edited(BASE, (OUT, "out = (values - mean) / torch.sqrt(var + 1e-8)"),
+                                         (ZERO, "return out")),
+                                  ["2d_bool_mask_B4_T9", "masked_out_garbage_1e4_B4_T10"]),
+    # the mean added back after the zeroing: the masked-out entries hold the mean
+    "mean_added_to_the_masked_out_entries": (edited(BASE, (SHIFT, "if False:"), (
+        ZERO, "out = torch.where(keep, out, torch.zeros_like(out))\n"
+              "            return out if shift_mean else out + mean")),
+        ["2d_shift_mean_false_B4_T9", "masked_out_garbage_1e4_shift_mean_false_B3_T12"]),
+    # no eps: 0 / 0 = NaN on constant values, 1.4 times too large at a variance of 1e-8
+    "eps_left_out": (edited(BASE, (OUT, "out = centred / torch.sqrt(var)")),
+                     ["constant_under_mask_B3_T7", "constant_under_mask_float64_B4_T5", "tiny_spread_var_1e-8_B3_T8"]),
+    # std + eps, not sqrt(var + eps)
+    "eps_outside_the_square_root": (edited(BASE, (OUT, "out = centred / (torch.sqrt(var) + 1e-8)")),
+                                    ["tiny_spread_var_1e-8_B3_T8"]),
+    # E[x^2] - E[x]^2: 1e6 - 1e6 in float32 for values about 1e3
+    "one_pass_variance": (edited(BASE, (VAR, "var = (torch.where(keep, values, torch.zeros_like(values)) ** 2).sum() "
+                                             "/ n * n / (n - 1) - mean ** 2 * n / (n - 1)")),
+                          ["offset_1e3_spread_1_float32_B4_T6"]),
+    # each row whitened on its own statistics
+    "per_row_statistics": ("""
+        import torch
+        def masked_whiten(values, mask, shift_mean=True):
+            keep = mask.bool()
+            n = keep.sum(-1, keepdim=True)
+            mean = torch.where(keep, values, 0.0).sum(-1, keepdim=True) / n
+            var = torch.where(keep, (values - mean) ** 2, 0.0).sum(-1, keepdim=True) / (n - 1)
+            out = (values - mean) / torch.sqrt(var + 1e-8)
+            if not shift_mean:
+                out = out + mean
+            return torch.where(keep, out, 0.0)
+    """, ["2d_bool_mask_B4_T9", "3d_long_mask_2x3x5"]),
+    # values[mask] with a long or int mask indexes rows, with a float mask it raises
+    "indexes_with_the_mask_as_given": ("""
+        import torch
+        def masked_whiten(values, mask, shift_mean=True):
+            kept = values[mask]
+            mean, var = kept.mean(), kept.var()
+            out = (values - mean) / torch.sqrt(var + 1e-8)
+            if not shift_mean:
+                out = out + mean
+            return torch.where(mask.bool(), out, 0.0)
+    """, ["3d_long_mask_2x3x5", "int_mask_B3_T6", "float_mask_B3_T8"]),
+    # the caller's padding zeroed in place before the statistics
+    "zeroes_the_callers_values_in_place": (edited(BASE, (
+        MEAN, "values[~keep] = 0\n            mean = values.sum() / n")),
+        ["2d_bool_mask_B4_T9", "masked_out_garbage_1e4_B4_T10"]),
+    "always_float32": (edited(BASE, ("keep = mask.bool()", "keep = mask.bool()\n            values = values.float()")),
+                       ["float64_B4_T6", "constant_under_mask_float64_B4_T5"]),
+}
+
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT)

@@ -1,0 +1,381 @@
+"""ppo_microbatch_train_step (notebook 11): the reference's contract, correct versions that earn full
+marks through the real judge, and realistic mistakes that lose them (CONTRIBUTING.md, "Adding a
+graded function").
+
+The suite's tripwire forbids calling course_lib's step, value_loss, compute_grpo_clip_loss and
+masked_mean: the step is graded on a student's own, so each version carries the functions it
+uses (notebook 07's clip loss and masked_mean, notebook 11's value loss) or writes them inline."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from course_lib import grpo_microbatch_train_step, ppo_microbatch_train_step
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, rand_mask, randn, seeds
+
+SUITE = "ppo_microbatch_train_step"
+
+
+def batch(seed, B=3, T=6, dtype=torch.float32):
+    """Leaves for the actor and the critic, the rollout's tensors, a mask with a response in every row.
+
+    V in [2, 4] and V_old within 0.9 of it: V - V_old is exact (Sterbenz), so V_old + clamp(V - V_old)
+    is V itself wherever the clip is inactive. (Elsewhere the reference's rounding of that sum can make
+    the clipped value term "strictly larger" on an unclipped token: see value_clip_fraction.)"""
+    logp = (randn(B, T, seed=seed, dtype=dtype) * 0.3 - 1).requires_grad_()
+    values = (3 + (randn(B, T, seed=seed + 1, dtype=torch.float64) * 0.5).clamp(-1, 1)).to(dtype).requires_grad_()
+    mask = rand_mask(B, T, seed=seed)
+    mask[:, 0] = True
+    rollout = {
+        "advantages": randn(B, T, seed=seed + 2, dtype=dtype),
+        "old_log_probs": logp.detach() + randn(B, T, seed=seed + 3, dtype=dtype) * 0.3,
+        "old_values": values.detach() + (randn(B, T, seed=seed + 4, dtype=torch.float64) * 0.3).clamp(-0.9, 0.9).to(dtype),
+        "returns": values.detach() + randn(B, T, seed=seed + 5, dtype=dtype),
+    }
+    return logp, values, mask, rollout
+
+
+def step_float64(logp, values, mask, k, *, advantages, old_log_probs, old_values, returns, cliprange, cliprange_value,
+                 vf_coef):
+    """Independent, in float64: row by row for the actor, the kept tokens selected for the critic;
+    (loss, metadata, grad of log-probs, grad of values)."""
+    lp = logp.detach().double().requires_grad_()
+    v = values.detach().double().requires_grad_()
+    keep = mask.bool()
+    a, old, v_old, r = advantages.double(), old_log_probs.double(), old_values.double(), returns.double()
+    ratio = torch.exp(lp - old)
+    unclipped, clipped = ratio * a, ratio.clamp(1 - cliprange, 1 + cliprange) * a
+    per_token = -torch.minimum(unclipped, clipped)
+    policy = torch.stack([row[m].mean() for row, m in zip(per_token, keep)]).mean()
+    v_clip = torch.minimum(torch.maximum(v, v_old - cliprange_value), v_old + cliprange_value)
+    sq, sq_clip = (v - r) ** 2, (v_clip - r) ** 2
+    value = 0.5 * torch.maximum(sq, sq_clip)[keep].mean()
+    loss = (policy + vf_coef * value) / k
+    loss.backward()
+    meta = {"policy_loss": policy.item(), "value_loss": value.item(),
+            "clip_fraction": (clipped < unclipped)[keep].double().mean().item(),
+            "value_clip_fraction": (sq_clip > sq)[keep].double().mean().item()}
+    return loss.item(), meta, lp.grad, v.grad
+
+
+# ---------------------------------------------------------------- the reference
+@PROPERTY_SETTINGS
+@given(seeds, st.integers(1, 4), st.sampled_from([0.0, 0.5, 1.0]), st.sampled_from([0.1, 0.2]),
+       st.sampled_from([torch.float32, torch.float64]))
+def test_reference_matches_float64(seed, k, vf_coef, cliprange_value, dtype):
+    logp, values, mask, rollout = batch(seed, dtype=dtype)
+    settings = {"cliprange": 0.2, "cliprange_value": cliprange_value, "vf_coef": vf_coef}
+    loss, meta = ppo_microbatch_train_step(logp, values, mask, k, **rollout, **settings)
+    exp_loss, exp_meta, exp_grad_lp, exp_grad_v = step_float64(logp, values, mask, k, **rollout, **settings)
+    assert loss.dtype == dtype and not loss.requires_grad
+    tol = 1e-5 if dtype == torch.float32 else 1e-12
+    assert abs(loss.item() - exp_loss) < tol
+    for key in ("policy_loss", "value_loss"):
+        assert abs(float(meta[key]) - exp_meta[key]) < tol, key
+    for key in ("clip_fraction", "value_clip_fraction"):  # counts: exact up to float32's rounding of the share
+        assert abs(float(meta[key]) - exp_meta[key]) < 1e-6, key
+    torch.testing.assert_close(logp.grad.double(), exp_grad_lp, atol=tol, rtol=tol)
+    torch.testing.assert_close(values.grad.double(), exp_grad_v, atol=tol, rtol=tol)
+
+
+def test_reference_accumulates_into_both_grads():
+    logp, values, mask, rollout = batch(3)
+    settings = {"cliprange": 0.2, "cliprange_value": 0.2, "vf_coef": 0.5}
+    ppo_microbatch_train_step(logp, values, mask, 2, **rollout, **settings)
+    first_lp, first_v = logp.grad.clone(), values.grad.clone()
+    assert first_lp.abs().sum() > 0 and first_v.abs().sum() > 0
+    ppo_microbatch_train_step(logp, values, mask, 2, **rollout, **settings)
+    torch.testing.assert_close(logp.grad, 2 * first_lp)
+    torch.testing.assert_close(values.grad, 2 * first_v)
+
+
+def test_reference_vf_coef_0_leaves_the_critic_untrained_and_reports_its_loss():
+    logp, values, mask, rollout = batch(4)
+    loss, meta = ppo_microbatch_train_step(logp, values, mask, 1, **rollout, cliprange=0.2, cliprange_value=0.2,
+                                           vf_coef=0.0)
+    assert torch.equal(values.grad, torch.zeros_like(values))
+    assert meta["value_loss"].item() > 0
+    assert loss.item() == pytest.approx(meta["policy_loss"].item())
+
+
+@PROPERTY_SETTINGS
+@given(seeds, st.integers(1, 3))
+def test_reference_with_one_advantage_per_row_is_grpo_clip(seed, k):
+    """PPO and GRPO differ in the advantages alone: a row's advantage on each of its tokens gives 07's step."""
+    logp, values, mask, rollout = batch(seed)
+    a = randn(3, 1, seed=seed + 9)
+    rollout["advantages"] = a.expand(3, 6).clone()
+    loss, meta = ppo_microbatch_train_step(logp, values, mask, k, **rollout, cliprange=0.2, cliprange_value=0.2,
+                                           vf_coef=0.0)
+    twin = logp.detach().clone().requires_grad_()
+    grpo_loss, grpo_meta = grpo_microbatch_train_step(twin, mask, k, "grpo_clip", advantages=a,
+                                                      old_log_probs=rollout["old_log_probs"], cliprange=0.2)
+    torch.testing.assert_close(loss, grpo_loss)
+    torch.testing.assert_close(logp.grad, twin.grad)
+    assert torch.equal(meta["clip_fraction"], grpo_meta["clip_fraction"])
+
+
+def test_reference_fractions_count_response_tokens_only():
+    # one response token, clipped (ratio e^0.5 > 1.2 with A > 0) and value-clipped (V far above V_old + c,
+    # R beyond V); the padding token is clipped too and must not count
+    logp = torch.zeros(1, 2, requires_grad=True)
+    values = torch.full((1, 2), 2.0, requires_grad=True)
+    mask = torch.tensor([[True, False]])
+    _, meta = ppo_microbatch_train_step(
+        logp, values, mask, 1, advantages=torch.ones(1, 2), old_log_probs=torch.full((1, 2), -0.5),
+        old_values=torch.tensor([[1.0, 1.0]]), returns=torch.tensor([[3.0, 3.0]]), cliprange=0.2,
+        cliprange_value=0.2, vf_coef=0.5)
+    assert meta["clip_fraction"].item() == 1.0 and meta["value_clip_fraction"].item() == 1.0
+    mask = torch.tensor([[True, True]])
+    _, meta = ppo_microbatch_train_step(
+        logp, values, mask, 1, advantages=torch.tensor([[1.0, -1.0]]), old_log_probs=torch.full((1, 2), -0.5),
+        old_values=torch.tensor([[1.0, 1.0]]), returns=torch.tensor([[3.0, 0.0]]), cliprange=0.2,
+        cliprange_value=0.2, vf_coef=0.5)
+    # token 2: A < 0 with a ratio above 1 + eps (not clipped); R below V_old (the unclipped term is the larger)
+    assert meta["clip_fraction"].item() == 0.5 and meta["value_clip_fraction"].item() == 0.5
+
+
+def test_reference_rejects_bad_shapes():
+    logp, values, mask, rollout = batch(5)
+    rollout["returns"] = torch.zeros(3, 5)
+    with pytest.raises(ValueError, match="returns"):
+        ppo_microbatch_train_step(logp, values, mask, 1, **rollout, cliprange=0.2, cliprange_value=0.2, vf_coef=0.5)
+
+
+# ---------------------------------------------------------------- correct versions and mistakes
+# a student's own notebook-07 clip loss and masked_mean, and notebook-11 value loss, pasted above the step
+HELPERS = """
+    import torch
+    def masked_mean(tensor, mask, dim=None):
+        kept = torch.where(mask.bool(), tensor, 0.0)
+        count = mask.to(kept.dtype)
+        return kept.sum() / count.sum() if dim is None else kept.sum(dim=dim) / count.sum(dim=dim)
+    def compute_grpo_clip_loss(advantages, policy_log_probs, old_log_probs, cliprange):
+        adv = advantages.reshape(-1, 1)
+        ratio = torch.exp(policy_log_probs - old_log_probs)
+        unclipped = ratio * adv
+        clipped = torch.clamp(ratio, 1.0 - cliprange, 1.0 + cliprange) * adv
+        return -torch.minimum(unclipped, clipped), {"clipped": clipped < unclipped}
+    def value_loss(values, old_values, returns, response_mask, cliprange_value):
+        clipped = old_values + torch.clamp(values - old_values, -cliprange_value, cliprange_value)
+        per_token = torch.maximum((values - returns) ** 2, (clipped - returns) ** 2)
+        return 0.5 * masked_mean(per_token, response_mask)
+"""
+
+CORRECT = {
+    # 07's loss with every token as a row of its own (its advantage a (B*T, 1) column), as the reference
+    "helpers_one_token_per_row": HELPERS + """
+    def ppo_microbatch_train_step(policy_log_probs, values, response_mask, gradient_accumulation_steps, *, advantages,
+                                  old_log_probs, old_values, returns, cliprange, cliprange_value, vf_coef):
+        per_token, meta = compute_grpo_clip_loss(advantages.reshape(-1, 1), policy_log_probs.reshape(-1, 1),
+                                                 old_log_probs.reshape(-1, 1), cliprange)
+        per_token = per_token.reshape(response_mask.shape)
+        policy_loss = masked_mean(per_token, response_mask, dim=-1).mean()
+        v_loss = value_loss(values, old_values, returns, response_mask, cliprange_value)
+        loss = (policy_loss + vf_coef * v_loss) / gradient_accumulation_steps
+        loss.backward()
+        v_clip = old_values + torch.clamp(values - old_values, -cliprange_value, cliprange_value)
+        v_clipped = (v_clip - returns) ** 2 > (values - returns) ** 2
+        return loss.detach(), {
+            "policy_loss": policy_loss.detach(), "value_loss": v_loss.detach(),
+            "clip_fraction": masked_mean(meta["clipped"].reshape(response_mask.shape).float(), response_mask),
+            "value_clip_fraction": masked_mean(v_clipped.float(), response_mask),
+        }
+    """,
+    # everything inline: per-token advantages broadcast as they are, sums over the mask, counts as Python numbers
+    "inline_where": """
+    import torch
+    def ppo_microbatch_train_step(policy_log_probs, values, response_mask, gradient_accumulation_steps, *, advantages,
+                                  old_log_probs, old_values, returns, cliprange, cliprange_value, vf_coef):
+        keep = response_mask.bool()
+        ratio = torch.exp(policy_log_probs - old_log_probs)
+        surr1 = ratio * advantages
+        surr2 = torch.clamp(ratio, 1 - cliprange, 1 + cliprange) * advantages
+        pg = torch.where(keep, -torch.min(surr1, surr2), torch.zeros_like(surr1))
+        policy_loss = (pg.sum(dim=1) / keep.sum(dim=1)).mean()
+        v_clip = torch.clamp(values, old_values - cliprange_value, old_values + cliprange_value)
+        vf1, vf2 = (values - returns) ** 2, (v_clip - returns) ** 2
+        vf = torch.where(keep, torch.max(vf1, vf2), torch.zeros_like(vf1))
+        v_loss = 0.5 * vf.sum() / keep.sum()
+        loss = (policy_loss + vf_coef * v_loss) / gradient_accumulation_steps
+        loss.backward()
+        n = keep.sum().item()
+        return loss.detach(), {
+            "policy_loss": policy_loss.item(), "value_loss": v_loss.item(),
+            "clip_fraction": ((surr2 < surr1) & keep).sum().item() / n,
+            "value_clip_fraction": ((vf2 > vf1) & keep).sum().item() / n,
+        }
+    """,
+    # row by row with boolean indexing: the actor's per-response means, the critic's sum and count
+    "loop_over_rows": """
+    import torch
+    def ppo_microbatch_train_step(policy_log_probs, values, response_mask, gradient_accumulation_steps, *, advantages,
+                                  old_log_probs, old_values, returns, cliprange, cliprange_value, vf_coef):
+        keep = response_mask.bool()
+        row_losses, v_total, n, clipped, v_clipped = [], 0.0, 0, 0, 0
+        for i in range(keep.shape[0]):
+            m = keep[i]
+            a, lp, old = advantages[i][m], policy_log_probs[i][m], old_log_probs[i][m]
+            ratio = (lp - old).exp()
+            unclipped = ratio * a
+            clip = ratio.clamp(1 - cliprange, 1 + cliprange) * a
+            row_losses.append(-torch.minimum(unclipped, clip).mean())
+            v, v_old, r = values[i][m], old_values[i][m], returns[i][m]
+            v_clip = v_old + (v - v_old).clamp(-cliprange_value, cliprange_value)
+            sq, sq_clip = (v - r) ** 2, (v_clip - r) ** 2
+            v_total = v_total + torch.maximum(sq, sq_clip).sum()
+            n += int(m.sum())
+            clipped += int((clip < unclipped).sum())
+            v_clipped += int((sq_clip > sq).sum())
+        policy_loss = torch.stack(row_losses).mean()
+        v_loss = 0.5 * v_total / n
+        loss = (policy_loss + vf_coef * v_loss) / gradient_accumulation_steps
+        loss.backward()
+        return loss.detach(), {"policy_loss": policy_loss.detach(), "value_loss": v_loss.detach(),
+                               "clip_fraction": clipped / n, "value_clip_fraction": v_clipped / n}
+    """,
+    # the losses in float64, backpropagated through the casts, returned in the inputs' dtype
+    "float64_inside": """
+    import torch
+    def ppo_microbatch_train_step(policy_log_probs, values, response_mask, gradient_accumulation_steps, *, advantages,
+                                  old_log_probs, old_values, returns, cliprange, cliprange_value, vf_coef):
+        m = response_mask.double()
+        lp, old, a = policy_log_probs.double(), old_log_probs.double(), advantages.double()
+        ratio = torch.exp(lp - old)
+        obj = torch.minimum(ratio * a, ratio.clamp(1 - cliprange, 1 + cliprange) * a)
+        policy_loss = (-(obj * m).sum(-1) / m.sum(-1)).mean()
+        v, v_old, r = values.double(), old_values.double(), returns.double()
+        v_clip = v_old + (v - v_old).clamp(-cliprange_value, cliprange_value)
+        per_token = 0.5 * torch.maximum((v - r) ** 2, (v_clip - r) ** 2)
+        v_loss = (per_token * m).sum() / m.sum()
+        loss = (policy_loss + vf_coef * v_loss) / gradient_accumulation_steps
+        loss.backward()
+        dtype = policy_log_probs.dtype
+        clipped = (ratio.clamp(1 - cliprange, 1 + cliprange) * a < ratio * a).double()
+        v_clipped = ((v_clip - r) ** 2 > (v - r) ** 2).double()
+        return loss.detach().to(dtype), {
+            "policy_loss": policy_loss.detach().to(dtype), "value_loss": v_loss.detach().to(dtype),
+            "clip_fraction": (clipped * m).sum() / m.sum(), "value_clip_fraction": (v_clipped * m).sum() / m.sum(),
+        }
+    """,
+    # every token's weight written out (actor: 1 / (its response's length * B); critic: 1 / the token count),
+    # and one backward per network, each already divided by the accumulation steps
+    "token_weights_two_backwards": """
+    import torch
+    def ppo_microbatch_train_step(policy_log_probs, values, response_mask, gradient_accumulation_steps, *, advantages,
+                                  old_log_probs, old_values, returns, cliprange, cliprange_value, vf_coef):
+        m = response_mask.to(policy_log_probs.dtype)
+        B = m.shape[0]
+        actor_w = m / m.sum(dim=1, keepdim=True) / B
+        critic_w = m / m.sum()
+        log_ratio = policy_log_probs - old_log_probs
+        ratio = log_ratio.exp()
+        pg = -torch.where(advantages >= 0, torch.minimum(ratio, torch.full_like(ratio, 1 + cliprange)),
+                          torch.maximum(ratio, torch.full_like(ratio, 1 - cliprange))) * advantages
+        policy_loss = (pg * actor_w).sum()
+        v_clip = torch.clamp(values, old_values - cliprange_value, old_values + cliprange_value)
+        per_token = torch.stack([(values - returns).square(), (v_clip - returns).square()]).amax(dim=0)
+        v_loss = 0.5 * (per_token * critic_w).sum()
+        (policy_loss / gradient_accumulation_steps).backward()
+        (vf_coef * v_loss / gradient_accumulation_steps).backward()
+        keep = response_mask.bool()
+        clipped = ((ratio > 1 + cliprange) & (advantages > 0)) | ((ratio < 1 - cliprange) & (advantages < 0))
+        v_clipped = (v_clip - returns).square() > (values - returns).square()
+        loss = (policy_loss + vf_coef * v_loss) / gradient_accumulation_steps
+        return loss.detach(), {"policy_loss": policy_loss.detach(), "value_loss": v_loss.detach(),
+                               "clip_fraction": clipped[keep].float().mean(),
+                               "value_clip_fraction": v_clipped[keep].float().mean()}
+    """,
+}
+
+
+# the step of "helpers_one_token_per_row" with one realistic edit each
+STEP = CORRECT["helpers_one_token_per_row"]
+POLICY = "policy_loss = masked_mean(per_token, response_mask, dim=-1).mean()"
+LOSS = "loss = (policy_loss + vf_coef * v_loss) / gradient_accumulation_steps"
+VLOSS = "v_loss = value_loss(values, old_values, returns, response_mask, cliprange_value)"
+RETURN = "return loss.detach(), {"
+CLIPFRAC = 'masked_mean(meta["clipped"].reshape(response_mask.shape).float(), response_mask)'
+VCLIPFRAC = "masked_mean(v_clipped.float(), response_mask)"
+BIG = "B8_T64_k4_vf0.5"  # hundreds of tokens per micro-batch: every kind of token is there, whatever the draw
+MISTAKES = {
+    # one mean over all response tokens of the micro-batch for the actor: long responses weigh more
+    "actor_token_level_mean": (edited(STEP, (POLICY, "policy_loss = masked_mean(per_token, response_mask)")),
+                               ["k1_B4_T7_vf0.5", "vf_coef_0_k2_B3_T7", BIG]),
+    # the value loss aggregated as the actor's: per response, then over the batch
+    "value_loss_per_response_mean": (edited(STEP, (VLOSS, "v_clip = old_values + torch.clamp(values - old_values, "
+                                                          "-cliprange_value, cliprange_value)\n"
+                                                          "        v_loss = 0.5 * masked_mean(torch.maximum((values - "
+                                                          "returns) ** 2, (v_clip - returns) ** 2), response_mask, "
+                                                          "dim=-1).mean()")),
+                                     ["k1_B4_T7_vf0.5", "vf_coef_1_k1_B5_T6", BIG]),
+    # k micro-batches add up to k times the critic's gradient
+    "value_loss_not_divided_by_accumulation_steps": (edited(STEP, (
+        LOSS, "loss = policy_loss / gradient_accumulation_steps + vf_coef * v_loss")),
+        ["k2_B3_T8_vf1", "k3_B4_T6_vf0.5_eps0.1", BIG]),
+    "no_division_by_accumulation_steps": (edited(STEP, (LOSS, "loss = policy_loss + vf_coef * v_loss")),
+                                          ["k2_B3_T8_vf1", "k4_B2_T5_vf0.5"]),
+    "vf_coef_ignored": (edited(STEP, (LOSS, "loss = (policy_loss + v_loss) / gradient_accumulation_steps")),
+                        ["k1_B4_T7_vf0.5", "vf_coef_0_k2_B3_T7"]),
+    # the critic's loss on detached values: the critic learns nothing
+    "values_detached": (edited(STEP, (VLOSS, VLOSS.replace("value_loss(values,", "value_loss(values.detach(),"))),
+                        ["k1_B4_T7_vf0.5", "vf_coef_1_k1_B5_T6", BIG]),
+    # the value loss computed for the metadata, left out of the backpropagated loss
+    "value_loss_not_backpropagated": (edited(STEP, (LOSS, "loss = policy_loss / gradient_accumulation_steps")),
+                                      ["k1_B4_T7_vf0.5", "vf_coef_1_k1_B5_T6"]),
+    # the loss before the division by k: not the one backpropagated
+    "returns_the_unscaled_loss": (edited(STEP, (
+        RETURN, "return (policy_loss + vf_coef * v_loss).detach(), {")),
+        ["k2_B3_T8_vf1", "k3_B4_T6_vf0.5_eps0.1"]),
+    # the actor's loss alone returned: not the one backpropagated
+    "returns_the_policy_loss": (edited(STEP, (RETURN, "return (policy_loss / gradient_accumulation_steps).detach(), {")),
+                                ["k1_B4_T7_vf0.5", "k2_B3_T8_vf1"]),
+    "without_backward": (edited(STEP, ("        loss.backward()\n", "")), ["k1_B4_T7_vf0.5", BIG]),
+    # "fresh" gradients each call: every leaf of the graph (both parameters) zeroed before backward,
+    # so micro-batches no longer add up (nor does an existing gradient survive)
+    "gradient_replaces_grad": (edited(STEP, (
+        "        loss.backward()\n",
+        "        seen, stack = set(), [loss.grad_fn]\n"
+        "        while stack:\n"
+        "            fn = stack.pop()\n"
+        "            if fn is None or fn in seen:\n"
+        "                continue\n"
+        "            seen.add(fn)\n"
+        '            if hasattr(fn, "variable"):\n'
+        "                fn.variable.grad = None\n"
+        "            stack += [f for f, _ in fn.next_functions]\n"
+        "        loss.backward()\n")),
+        ["existing_grads_k2_B3_T6_vf0.5", "existing_grads_k3_B3_T6_vf1", "k2_B3_T8_vf1"]),
+    # one advantage per row (the last position's, as if the reward's token stood for the row)
+    "advantages_collapsed_to_one_per_row": (edited(STEP, (
+        "compute_grpo_clip_loss(advantages.reshape(-1, 1)",
+        "compute_grpo_clip_loss(advantages[:, -1:].expand_as(advantages).reshape(-1, 1)")),
+        ["k1_B4_T7_vf0.5", "square_B5_T5_k2_vf0.5", BIG]),
+    # the metadata's value loss as it went into the loss: times vf_coef, divided by k
+    "metadata_value_loss_scaled": (edited(STEP, (
+        '"value_loss": v_loss.detach()', '"value_loss": (vf_coef * v_loss / gradient_accumulation_steps).detach()')),
+        ["k1_B4_T7_vf0.5", "k3_B4_T6_vf0.5_eps0.1"]),
+    # the clip fraction over every position, prompt and padding included
+    "clip_fraction_over_all_positions": (edited(STEP, (CLIPFRAC, 'meta["clipped"].float().mean()')), [BIG]),
+    # every ratio outside [1 - eps, 1 + eps] counted, whatever the sign of A (for A > 0 a small ratio is not clipped)
+    "clip_fraction_counts_every_ratio_outside_the_range": (edited(STEP, (
+        CLIPFRAC, "masked_mean(((policy_log_probs - old_log_probs).exp() - 1).abs().gt(cliprange).float(), "
+                  "response_mask)")), [BIG]),
+    # every active value clip counted, also where the unclipped term is the larger (no clip in effect)
+    "value_clip_fraction_counts_every_active_clip": (edited(STEP, (
+        VCLIPFRAC, "masked_mean(((values - old_values).abs() > cliprange_value).float(), response_mask)")), [BIG]),
+    "value_clip_fraction_over_all_positions": (edited(STEP, (VCLIPFRAC, "v_clipped.float().mean()")), [BIG]),
+    # float64 rollouts computed in float32
+    "float32_inside": (edited(STEP, (
+        "        per_token, meta = compute_grpo_clip_loss(",
+        "        policy_log_probs, values, advantages, old_log_probs, old_values, returns = (\n"
+        "            x.float() for x in (policy_log_probs, values, advantages, old_log_probs, old_values, returns))\n"
+        "        per_token, meta = compute_grpo_clip_loss(")),
+        ["float64_k2_B3_T8_vf0.5"]),
+}
+
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT)
