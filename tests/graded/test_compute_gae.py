@@ -1,0 +1,354 @@
+"""compute_gae (notebook 11): the reference's contract, correct versions that earn full marks through
+the real judge, and realistic mistakes that lose them (CONTRIBUTING.md, "Adding a graded
+function")."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from course_lib import compute_gae
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, randn, seeds
+
+SUITE = "compute_gae"
+
+gammas_lams = st.sampled_from([(1.0, 1.0), (1.0, 0.0), (0.99, 0.95), (0.9, 0.5), (1.0, 0.95), (0.5, 1.0)])
+
+
+@st.composite
+def runs(draw, max_B=5, max_T=12):
+    """(T, [(start, length)] per row): one contiguous response per row, of any length (0 included)."""
+    B, T = draw(st.integers(1, max_B)), draw(st.integers(1, max_T))
+    spans = []
+    for _ in range(B):
+        n = draw(st.integers(0, T))
+        spans.append((draw(st.integers(0, T - n)), n))
+    return T, spans
+
+
+def mask_of(T, spans):
+    m = torch.zeros(len(spans), T, dtype=torch.bool)
+    for b, (start, n) in enumerate(spans):
+        m[b, start:start + n] = True
+    return m
+
+
+def with_garbage(x, mask, seed):
+    """x with values of magnitude 5 to 50 where the mask is 0."""
+    garbage = randn(*x.shape, seed=seed + 7, dtype=torch.float64, scale=20.0)
+    garbage = torch.where(garbage >= 0, garbage + 5.0, garbage - 5.0).to(x.dtype)
+    return torch.where(mask, x, garbage)
+
+
+def inputs(run, seed, dtype=torch.float64):
+    T, spans = run
+    mask = mask_of(T, spans)
+    rewards = with_garbage(randn(len(spans), T, seed=seed, dtype=dtype, scale=0.5), mask, seed)
+    values = with_garbage(randn(len(spans), T, seed=seed + 1, dtype=dtype), mask, seed + 1)
+    return rewards, values, mask
+
+
+def gae_by_sums(rewards, values, spans, gamma, lam):
+    """Independent: float64, each response on its own, A_t = sum_l (gamma lam)^l delta_{t+l}."""
+    adv = torch.zeros(rewards.shape, dtype=torch.float64)
+    for b, (start, n) in enumerate(spans):
+        r, v = rewards[b, start:start + n].double().tolist(), values[b, start:start + n].double().tolist()
+        v_next = v[1:] + [0.0]
+        delta = [r[i] + gamma * v_next[i] - v[i] for i in range(n)]
+        for i in range(n):
+            adv[b, start + i] = sum((gamma * lam) ** j * delta[i + j] for j in range(n - i))
+    return adv
+
+
+# ---------------------------------------------------------------- the reference
+@PROPERTY_SETTINGS
+@given(runs(), seeds, gammas_lams, st.sampled_from([torch.float32, torch.float64]),
+       st.sampled_from(["bool", "long", "float"]))
+def test_reference_is_the_discounted_sum_of_td_residuals(run, seed, gamma_lam, dtype, mask_kind):
+    (gamma, lam), (T, spans) = gamma_lam, run
+    rewards, values, mask = inputs(run, seed, dtype)
+    mk = {"bool": mask, "long": mask.long(), "float": mask.to(dtype)}[mask_kind]
+    adv, ret = compute_gae(rewards, values, mk, gamma, lam)
+    assert adv.shape == ret.shape == mask.shape and adv.dtype == ret.dtype == dtype
+    tol = 64 * T * torch.finfo(dtype).eps
+    torch.testing.assert_close(adv.double(), gae_by_sums(rewards, values, spans, gamma, lam), atol=tol, rtol=tol)
+    torch.testing.assert_close(ret.double(), torch.where(mask, adv.double() + values.double(), 0.0), atol=tol, rtol=tol)
+    assert (adv[~mask] == 0).all() and (ret[~mask] == 0).all()
+
+
+@PROPERTY_SETTINGS
+@given(runs(), seeds)
+def test_reference_gamma_lam_1_is_the_monte_carlo_return(run, seed):
+    T, spans = run
+    rewards, values, mask = inputs(run, seed)
+    adv, ret = compute_gae(rewards, values, mask, 1.0, 1.0)
+    to_go = torch.where(mask, rewards, 0.0).flip(-1).cumsum(-1).flip(-1)  # the sum of the rewards to the end
+    torch.testing.assert_close(ret, torch.where(mask, to_go, 0.0))
+    torch.testing.assert_close(adv, torch.where(mask, to_go - values, 0.0))
+
+
+@PROPERTY_SETTINGS
+@given(runs(), seeds, st.sampled_from([1.0, 0.99, 0.5]))
+def test_reference_lam_0_is_the_td_residual(run, seed, gamma):
+    rewards, values, mask = inputs(run, seed)
+    adv, _ = compute_gae(rewards, values, mask, gamma, 0.0)
+    v_next = torch.cat([torch.where(mask, values, 0.0)[:, 1:], torch.zeros(mask.shape[0], 1, dtype=values.dtype)], 1)
+    torch.testing.assert_close(adv, torch.where(mask, rewards + gamma * v_next - values, 0.0))
+
+
+@PROPERTY_SETTINGS
+@given(runs(), seeds, gammas_lams)
+def test_reference_never_reads_outside_the_response(run, seed, gamma_lam):
+    rewards, values, mask = inputs(run, seed, torch.float32)
+    clean = compute_gae(torch.where(mask, rewards, 0.0), torch.where(mask, values, 0.0), mask, *gamma_lam)
+    other = compute_gae(with_garbage(rewards, mask, seed + 11), with_garbage(values, mask, seed + 13), mask, *gamma_lam)
+    for a, b, c in zip(compute_gae(rewards, values, mask, *gamma_lam), clean, other):
+        assert torch.equal(a, b) and torch.equal(a, c)
+
+
+def test_reference_one_token_response_does_not_bootstrap():
+    rewards = torch.tensor([[9.0, 2.0, 9.0], [9.0, 9.0, 1.0]])
+    values = torch.tensor([[9.0, 0.5, 40.0], [9.0, 9.0, 0.25]])
+    mask = torch.tensor([[0, 1, 0], [0, 0, 1]])
+    adv, ret = compute_gae(rewards, values, mask, 0.99, 0.95)
+    assert adv.tolist() == [[0.0, 1.5, 0.0], [0.0, 0.0, 0.75]]
+    assert ret.tolist() == [[0.0, 2.0, 0.0], [0.0, 0.0, 1.0]]
+
+
+@pytest.mark.parametrize(("r_dtype", "v_dtype"), [(torch.float32, torch.float64), (torch.float64, torch.float32),
+                                                  (torch.float32, torch.float32)])
+def test_reference_dtype_is_the_promotion_of_rewards_and_values(r_dtype, v_dtype):
+    mask = torch.tensor([[1, 1, 0]])
+    adv, ret = compute_gae(torch.ones(1, 3, dtype=r_dtype), torch.ones(1, 3, dtype=v_dtype), mask, 1.0, 0.95)
+    assert adv.dtype == ret.dtype == torch.promote_types(r_dtype, v_dtype)
+
+
+def test_reference_leaves_its_inputs_unchanged():
+    rewards, values, mask = inputs((6, [(1, 3), (0, 6)]), 3, torch.float32)
+    before = (rewards.clone(), values.clone())
+    compute_gae(rewards, values, mask, 0.99, 0.95)
+    assert torch.equal(rewards, before[0]) and torch.equal(values, before[1])
+
+
+def test_reference_rejects_shapes_that_differ():
+    with pytest.raises(ValueError, match="values"):
+        compute_gae(torch.zeros(2, 4), torch.zeros(2, 5), torch.ones(2, 4), 1.0, 1.0)
+    with pytest.raises(ValueError, match="rewards"):
+        compute_gae(torch.zeros(3, 4), torch.zeros(2, 4), torch.ones(2, 4), 1.0, 1.0)
+
+
+# ---------------------------------------------------------------- correct versions and mistakes
+CORRECT = {
+    # one column at a time, V_{t+1} taken only where column t + 1 is a response token
+    "loop_over_positions_with_where": """
+        import torch
+        def compute_gae(rewards, values, response_mask, gamma, lam):
+            dtype = torch.promote_types(rewards.dtype, values.dtype)
+            r, v = rewards.to(dtype), values.to(dtype)
+            m = response_mask.bool()
+            B, T = m.shape
+            adv = torch.zeros(B, T, dtype=dtype)
+            last_gae = torch.zeros(B, dtype=dtype)
+            for t in reversed(range(T)):
+                if t + 1 < T:
+                    next_v = torch.where(m[:, t + 1], v[:, t + 1], torch.zeros_like(v[:, t + 1]))
+                else:
+                    next_v = torch.zeros(B, dtype=dtype)
+                delta = r[:, t] + gamma * next_v - v[:, t]
+                last_gae = torch.where(m[:, t], delta + gamma * lam * last_gae, torch.zeros_like(delta))
+                adv[:, t] = last_gae
+            returns = torch.where(m, adv + v, torch.zeros_like(adv))
+            return adv, returns
+    """,
+    "python_loop_per_row_over_its_response_indices": """
+        import torch
+        def compute_gae(rewards, values, response_mask, gamma, lam):
+            dtype = torch.promote_types(rewards.dtype, values.dtype)
+            B, T = response_mask.shape
+            adv = torch.zeros(B, T, dtype=dtype)
+            ret = torch.zeros(B, T, dtype=dtype)
+            for b in range(B):
+                idx = response_mask[b].nonzero().flatten().tolist()
+                gae = torch.zeros((), dtype=dtype)
+                next_value = torch.zeros((), dtype=dtype)
+                for t in reversed(idx):
+                    v = values[b, t].to(dtype)
+                    delta = rewards[b, t].to(dtype) + gamma * next_value - v
+                    gae = delta + gamma * lam * gae
+                    adv[b, t] = gae
+                    ret[b, t] = gae + v
+                    next_value = v
+            return adv, ret
+    """,
+    # masked deltas times a (T, T) matrix of the discount's powers (gamma * lam)^(s - t), s >= t
+    "discount_matrix": """
+        import torch
+        def compute_gae(rewards, values, response_mask, gamma, lam):
+            dtype = torch.promote_types(rewards.dtype, values.dtype)
+            m = response_mask.to(dtype)
+            r = rewards.to(dtype) * m
+            v = values.to(dtype) * m
+            next_v = torch.cat([v[:, 1:], torch.zeros_like(v[:, :1])], dim=1)
+            delta = (r + gamma * next_v - v) * m
+            T = m.shape[1]
+            pos = torch.arange(T)
+            lag = pos[None, :] - pos[:, None]
+            discount = torch.where(lag >= 0, torch.tensor(gamma * lam, dtype=dtype) ** lag.clamp(min=0),
+                                   torch.zeros((), dtype=dtype))
+            adv = (delta @ discount.T) * m
+            return adv, (adv + v) * m
+    """,
+    # each row's response by boolean indexing, the recursion in float64 Python numbers, cast back
+    "float64_inside_boolean_indexing": """
+        import torch
+        def compute_gae(rewards, values, response_mask, gamma, lam):
+            out_dtype = torch.promote_types(rewards.dtype, values.dtype)
+            m = response_mask.bool()
+            adv = torch.zeros(m.shape, dtype=torch.float64)
+            for b in range(m.shape[0]):
+                r = rewards[b][m[b]].double()
+                v = values[b][m[b]].double()
+                n = r.numel()
+                if n == 0:
+                    continue
+                next_v = torch.cat([v[1:], v.new_zeros(1)])
+                delta = (r + gamma * next_v - v).tolist()
+                a = [0.0] * n
+                running = 0.0
+                for i in range(n - 1, -1, -1):
+                    running = delta[i] + gamma * lam * running
+                    a[i] = running
+                adv[b, m[b]] = torch.tensor(a, dtype=torch.float64)
+            returns = torch.where(m, adv + values.double(), 0.0)
+            return adv.to(out_dtype), returns.to(out_dtype)
+    """,
+    # the lambda-return first, G_t = r_t + gamma ((1 - lam) V_{t+1} + lam G_{t+1}), then A = G - V
+    "lambda_return_then_minus_values": """
+        import torch
+        def compute_gae(rewards, values, response_mask, gamma, lam):
+            dtype = torch.promote_types(rewards.dtype, values.dtype)
+            m = response_mask.bool()
+            r = torch.where(m, rewards.to(dtype), 0.0)
+            v = torch.where(m, values.to(dtype), 0.0)
+            B, T = m.shape
+            returns = torch.zeros(B, T, dtype=dtype)
+            next_g = torch.zeros(B, dtype=dtype)
+            next_v = torch.zeros(B, dtype=dtype)
+            for t in range(T - 1, -1, -1):
+                g = r[:, t] + gamma * ((1 - lam) * next_v + lam * next_g)
+                returns[:, t] = torch.where(m[:, t], g, 0.0)
+                next_g, next_v = returns[:, t], v[:, t]
+            advantages = torch.where(m, returns - v, 0.0)
+            return advantages, returns
+    """,
+}
+
+LOOP = CORRECT["loop_over_positions_with_where"]
+ROWS = CORRECT["python_loop_per_row_over_its_response_indices"]
+MATRIX = CORRECT["discount_matrix"]
+NEXT_V = "next_v = torch.where(m[:, t + 1], v[:, t + 1], torch.zeros_like(v[:, t + 1]))"
+DELTA = "delta = r[:, t] + gamma * next_v - v[:, t]"
+RETURNS = "returns = torch.where(m, adv + v, torch.zeros_like(adv))"
+MISTAKES = {
+    # V_{t+1} from the next column whatever it is: the last response token bootstraps from the pad's value
+    "bootstrap_from_the_pad": (edited(LOOP, (NEXT_V, "next_v = v[:, t + 1]")),
+                               ["gae_0.99_0.95_float32_B4_T24", "td_residual_1_0_float32_B5_T16",
+                                "single_token_responses_0.99_0.95_B4_T10"]),
+    # the CleanRL loop without dones: every column in the recursion (the padding's garbage flows back), masked at the end
+    "recursion_over_every_column_masked_at_the_end": ("""
+        import torch
+        def compute_gae(rewards, values, response_mask, gamma, lam):
+            dtype = torch.promote_types(rewards.dtype, values.dtype)
+            m = response_mask.to(dtype)
+            B, T = m.shape
+            adv = torch.zeros(B, T, dtype=dtype)
+            last_gae = torch.zeros(B, dtype=dtype)
+            for t in reversed(range(T)):
+                next_v = values[:, t + 1] if t + 1 < T else torch.zeros(B, dtype=dtype)
+                delta = rewards[:, t] + gamma * next_v - values[:, t]
+                last_gae = delta + gamma * lam * last_gae
+                adv[:, t] = last_gae
+            adv = adv * m
+            return adv, (adv + values) * m
+    """, ["gae_0.99_0.95_float32_B4_T24", "monte_carlo_1_1_float32_B4_T20", "empty_rows_0.99_0.95_B5_T10"]),
+    "gamma_left_out_of_delta": (edited(LOOP, (DELTA, "delta = r[:, t] + next_v - v[:, t]")),
+                                ["gae_0.99_0.95_float32_B4_T24", "gae_0.9_0.5_long_mask_B3_T18",
+                                 "td_residual_0.9_0_float64_B3_T12"]),
+    # lam where gamma goes (the product gamma * lam of the recursion is the same either way)
+    "gamma_and_lam_swapped": (edited(LOOP, (DELTA, "delta = r[:, t] + lam * next_v - v[:, t]")),
+                              ["gae_0.99_0.95_float32_B4_T24", "td_residual_1_0_float32_B5_T16",
+                               "gae_0.9_0.5_long_mask_B3_T18"]),
+    "lam_applied_in_delta": (edited(LOOP, (DELTA, "delta = r[:, t] + gamma * lam * next_v - v[:, t]")),
+                             ["gae_0.99_0.95_float32_B4_T24", "td_residual_1_0_float32_B5_T16",
+                              "gae_1_0.95_float_mask_B4_T22"]),
+    "returns_are_the_advantages": (edited(LOOP, (RETURNS, "returns = adv")),
+                                   ["gae_0.99_0.95_float32_B4_T24", "monte_carlo_1_1_float32_B4_T20"]),
+    # A + V everywhere: the garbage values of the prompt and the padding in the returns
+    "returns_not_0_outside_the_response": (edited(LOOP, (RETURNS, "returns = adv + v")),
+                                           ["gae_0.99_0.95_float32_B4_T24", "empty_rows_0.99_0.95_B5_T10"]),
+    # A_t from A_{t-1}: the recursion run forward
+    "forward_recursion": (edited(LOOP, ("for t in reversed(range(T)):", "for t in range(T):")),
+                          ["gae_0.99_0.95_float32_B4_T24", "monte_carlo_1_1_float32_B4_T20"]),
+    # every row's response tokens as one sequence: a row's last token bootstraps from the next row's first
+    "discount_not_reset_between_rows": ("""
+        import torch
+        def compute_gae(rewards, values, response_mask, gamma, lam):
+            dtype = torch.promote_types(rewards.dtype, values.dtype)
+            m = response_mask.bool()
+            r, v = rewards.to(dtype)[m], values.to(dtype)[m]
+            next_v = torch.cat([v[1:], v.new_zeros(1)])
+            delta = r + gamma * next_v - v
+            a = torch.zeros_like(r)
+            running = torch.zeros((), dtype=dtype)
+            for i in reversed(range(r.numel())):
+                running = delta[i] + gamma * lam * running
+                a[i] = running
+            adv = torch.zeros(m.shape, dtype=dtype)
+            ret = torch.zeros(m.shape, dtype=dtype)
+            adv[m] = a
+            ret[m] = a + v
+            return adv, ret
+    """, ["gae_0.99_0.95_float32_B4_T24", "td_residual_1_0_float32_B5_T16", "square_1_1_float64_B8_T8"]),
+    # range(mask.sum()) from column 0: the prompt offset ignored
+    "response_taken_from_column_0": (edited(ROWS, ("idx = response_mask[b].nonzero().flatten().tolist()",
+                                                   "idx = list(range(int(response_mask[b].sum())))")),
+                                     ["gae_0.99_0.95_float32_B4_T24", "single_token_responses_0.99_0.95_B4_T10"]),
+    # the response's first and last index taken without a guard: an empty row has neither (IndexError)
+    "empty_row_not_guarded": (edited(ROWS, ("for t in reversed(idx):",
+                                            "first, last = idx[0], idx[-1]\n"
+                                            "                for t in range(last, first - 1, -1):")),
+                              ["empty_rows_0.99_0.95_B5_T10", "T1_0.99_0.95_B4"]),
+    # returns as the discounted sum of rewards to go (right for lam = 1 only)
+    "returns_as_discounted_rewards_to_go": (edited(ROWS, ("next_value = torch.zeros((), dtype=dtype)\n",
+                                                          "next_value = torch.zeros((), dtype=dtype)\n"
+                                                          "                to_go = torch.zeros((), dtype=dtype)\n"),
+                                                   ("ret[b, t] = gae + v",
+                                                    "to_go = rewards[b, t].to(dtype) + gamma * to_go\n"
+                                                    "                    ret[b, t] = to_go")),
+                                            ["gae_0.99_0.95_float32_B4_T24", "gae_1_0.95_float_mask_B4_T22"]),
+    # (T, T) @ (B, T): runs only when B = T, and mixes the rows
+    "discount_matrix_on_the_wrong_side": (edited(MATRIX, ("adv = (delta @ discount.T) * m", "adv = (discount @ delta) * m")),
+                                          ["square_0.99_0.95_float32_B6_T6", "square_1_1_float64_B8_T8"]),
+    # the next value shifted along the batch: row b + 1's value at the same column
+    "next_value_shifted_along_the_batch": (
+        edited(MATRIX, ("next_v = torch.cat([v[:, 1:], torch.zeros_like(v[:, :1])], dim=1)",
+                        "next_v = torch.cat([v[1:], torch.zeros_like(v[:1])], dim=0)")),
+        ["gae_0.99_0.95_float32_B4_T24", "square_0.99_0.95_float32_B6_T6"]),
+    # a row index for a position: values[t] is row t, silently when B = T
+    "row_index_for_a_position": (edited(LOOP, (DELTA, "delta = r[t] + gamma * next_v - v[t]")),
+                                 ["square_0.99_0.95_float32_B6_T6", "square_1_1_float64_B8_T8"]),
+    # zeros_like(rewards): float32 advantages for float32 rewards and float64 values
+    "advantages_of_the_rewards_dtype": (edited(LOOP, ("adv = torch.zeros(B, T, dtype=dtype)", "adv = torch.zeros_like(rewards)")),
+                                        ["mixed_rewards_float32_values_float64_0.99_0.95_B3_T12"]),
+    "always_float32": (edited(LOOP, ("dtype = torch.promote_types(rewards.dtype, values.dtype)", "dtype = torch.float32")),
+                       ["gae_0.99_0.95_float64_long_mask_B4_T32", "square_1_1_float64_B8_T8"]),
+    # values.to(dtype) is the caller's tensor when the dtype already matches: mul_ zeroes its padding
+    "values_zeroed_in_place": (edited(LOOP, ("m = response_mask.bool()\n",
+                                             "m = response_mask.bool()\n            v.mul_(m)\n")),
+                               ["gae_0.99_0.95_float32_B4_T24", "gae_0.99_0.95_float64_long_mask_B4_T32"]),
+}
+
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT)

@@ -1,0 +1,277 @@
+"""token_level_rewards (notebook 11): the reference's contract, correct versions that earn full marks
+through the real judge, and realistic mistakes that lose them (CONTRIBUTING.md, "Adding a graded
+function")."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from course_lib import token_level_rewards
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, randn, seeds
+
+SUITE = "token_level_rewards"
+
+
+@st.composite
+def runs(draw, max_B=5, max_T=12):
+    """(T, [(start, length)] per row): one contiguous response per row, of any length (0 included)."""
+    B, T = draw(st.integers(1, max_B)), draw(st.integers(1, max_T))
+    spans = []
+    for _ in range(B):
+        n = draw(st.integers(0, T))
+        spans.append((draw(st.integers(0, T - n)), n))
+    return T, spans
+
+
+def mask_of(T, spans):
+    m = torch.zeros(len(spans), T, dtype=torch.bool)
+    for b, (start, n) in enumerate(spans):
+        m[b, start:start + n] = True
+    return m
+
+
+def with_garbage(x, mask, seed):
+    """x with values of magnitude 5 to 50 where the mask is 0."""
+    garbage = randn(*x.shape, seed=seed + 7, dtype=torch.float64, scale=20.0)
+    garbage = torch.where(garbage >= 0, garbage + 5.0, garbage - 5.0).to(x.dtype)
+    return torch.where(mask, x, garbage)
+
+
+def rewards_by_loop(scores, mask, kl, kl_coef):
+    """Independent: float64, row by row, from the definition."""
+    out = torch.zeros(mask.shape, dtype=torch.float64)
+    for b in range(mask.shape[0]):
+        cols = [t for t in range(mask.shape[1]) if mask[b, t]]
+        if cols:
+            out[b, cols[-1]] += float(scores[b])
+        if kl is not None:
+            for t in cols:
+                out[b, t] -= kl_coef * float(kl[b, t])
+    return out
+
+
+# ---------------------------------------------------------------- the reference
+@PROPERTY_SETTINGS
+@given(runs(), seeds, st.sampled_from([None, 0.0, 0.1, 1.0]), st.sampled_from([torch.float32, torch.float64]),
+       st.sampled_from(["bool", "long", "float"]))
+def test_reference_matches_a_loop_over_rows(run, seed, kl_coef, dtype, mask_kind):
+    T, spans = run
+    mask = mask_of(T, spans)
+    scores = randn(len(spans), seed=seed, dtype=dtype)
+    kl = None if kl_coef is None else with_garbage(randn(*mask.shape, seed=seed + 1, dtype=dtype), mask, seed)
+    mk = {"bool": mask, "long": mask.long(), "float": mask.to(dtype)}[mask_kind]
+    got = token_level_rewards(scores, mk) if kl is None else token_level_rewards(scores, mk, kl=kl, kl_coef=kl_coef)
+    assert got.shape == mask.shape and got.dtype == dtype
+    expected = rewards_by_loop(scores, mask, kl, kl_coef or 0.0)
+    torch.testing.assert_close(got.double(), expected, atol=4 * torch.finfo(dtype).eps * 60, rtol=0.0)
+    assert (got[~mask] == 0).all()
+
+
+@PROPERTY_SETTINGS
+@given(runs(), seeds, st.sampled_from([0.0, 0.05, 0.3]))
+def test_reference_row_sum_is_the_score_minus_kl_coef_times_the_masked_kl_sum(run, seed, kl_coef):
+    T, spans = run
+    mask = mask_of(T, spans)
+    scores = randn(len(spans), seed=seed, dtype=torch.float64)
+    kl = with_garbage(randn(*mask.shape, seed=seed + 1, dtype=torch.float64), mask, seed)
+    got = token_level_rewards(scores, mask, kl=kl, kl_coef=kl_coef)
+    expected = torch.where(mask.any(-1), scores, 0.0) - kl_coef * torch.where(mask, kl, 0.0).sum(-1)
+    torch.testing.assert_close(got.sum(-1), expected)
+
+
+@PROPERTY_SETTINGS
+@given(runs(), seeds)
+def test_reference_puts_the_score_on_the_last_response_position_only(run, seed):
+    T, spans = run
+    mask = mask_of(T, spans)
+    scores = randn(len(spans), seed=seed).abs() + 0.5  # nonzero
+    got = token_level_rewards(scores, mask)
+    for b, (start, n) in enumerate(spans):
+        nonzero = got[b].nonzero().flatten().tolist()
+        assert nonzero == ([start + n - 1] if n else [])
+        if n:
+            assert got[b, start + n - 1] == scores[b]
+
+
+@PROPERTY_SETTINGS
+@given(runs(), seeds)
+def test_reference_never_reads_kl_outside_the_response(run, seed):
+    T, spans = run
+    mask = mask_of(T, spans)
+    scores = randn(len(spans), seed=seed)
+    kl = randn(*mask.shape, seed=seed + 1)
+    clean = torch.where(mask, kl, 0.0)
+    assert torch.equal(token_level_rewards(scores, mask, kl=with_garbage(kl, mask, seed), kl_coef=0.1),
+                       token_level_rewards(scores, mask, kl=clean, kl_coef=0.1))
+
+
+def test_reference_empty_row_is_all_zero_and_the_prompt_offset_counts():
+    mask = torch.tensor([[0, 0, 1, 1, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]])
+    got = token_level_rewards(torch.tensor([2.0, 3.0, -1.0]), mask)
+    assert got.tolist() == [[0, 0, 0, 2.0, 0], [0, 0, 0, 0, 0], [0, 0, 0, 0, -1.0]]
+
+
+@pytest.mark.parametrize(("scores_dtype", "kl_dtype", "expected"), [
+    (torch.float32, None, torch.float32), (torch.float64, None, torch.float64),
+    (torch.float32, torch.float64, torch.float64), (torch.float64, torch.float32, torch.float64),
+    (torch.float32, torch.float32, torch.float32)])
+def test_reference_dtype_is_the_scores_promoted_with_kl(scores_dtype, kl_dtype, expected):
+    mask = torch.tensor([[1, 1, 0], [0, 1, 1]])
+    kl = None if kl_dtype is None else torch.ones(2, 3, dtype=kl_dtype)
+    assert token_level_rewards(torch.ones(2, dtype=scores_dtype), mask, kl=kl, kl_coef=0.1).dtype == expected
+
+
+def test_reference_leaves_its_inputs_unchanged_and_detached():
+    mask = torch.tensor([[0, 1, 1, 0]])
+    scores, kl = torch.tensor([1.0], requires_grad=True), torch.full((1, 4), 9.0, requires_grad=True)
+    before = kl.detach().clone()
+    got = token_level_rewards(scores, mask, kl=kl, kl_coef=0.5)
+    assert not got.requires_grad and torch.equal(kl.detach(), before)
+    assert got.tolist() == [[0.0, -4.5, -3.5, 0.0]]
+
+
+def test_reference_rejects_bad_shapes():
+    with pytest.raises(ValueError, match="scores"):
+        token_level_rewards(torch.zeros(3), torch.ones(2, 4))
+    with pytest.raises(ValueError, match="kl"):
+        token_level_rewards(torch.zeros(2), torch.ones(2, 4), kl=torch.zeros(2, 5))
+
+
+# ---------------------------------------------------------------- correct versions and mistakes
+CORRECT = {
+    # the last 1 is the first 1 of the flipped row; rows without a response are left out of the assignment
+    "argmax_on_the_flipped_mask": """
+        import torch
+        def token_level_rewards(scores, response_mask, kl=None, kl_coef=0.0):
+            mask = response_mask.bool()
+            dtype = scores.dtype if kl is None else torch.promote_types(scores.dtype, kl.dtype)
+            T = mask.shape[1]
+            last = T - 1 - torch.argmax(mask.flip(dims=[1]).int(), dim=1)
+            rewards = torch.zeros(mask.shape, dtype=dtype)
+            has = mask.any(dim=1)
+            rows = torch.arange(mask.shape[0])[has]
+            rewards[rows, last[has]] = scores[has].to(dtype)
+            if kl is not None:
+                rewards = rewards - kl_coef * kl.to(dtype) * mask
+            return rewards
+    """,
+    # the position where the running count reaches the row's count, on a response token
+    "cumsum_equals_sum": """
+        import torch
+        def token_level_rewards(scores, response_mask, kl=None, kl_coef=0.0):
+            m = response_mask.long()
+            is_last = (m.cumsum(-1) == m.sum(-1, keepdim=True)) & (m == 1)
+            rewards = torch.where(is_last, scores.unsqueeze(-1), torch.zeros((), dtype=scores.dtype))
+            if kl is not None:
+                rewards = rewards - kl_coef * torch.where(m == 1, kl, torch.zeros((), dtype=kl.dtype))
+            return rewards
+    """,
+    "loop_over_rows": """
+        import torch
+        def token_level_rewards(scores, response_mask, kl=None, kl_coef=0.0):
+            B, T = response_mask.shape
+            dtype = scores.dtype if kl is None else torch.promote_types(scores.dtype, kl.dtype)
+            rewards = torch.zeros(B, T, dtype=dtype)
+            for b in range(B):
+                idx = torch.nonzero(response_mask[b]).flatten()
+                if len(idx) == 0:
+                    continue
+                rewards[b, idx[-1]] = scores[b]
+                if kl is not None:
+                    rewards[b, idx] -= kl_coef * kl[b, idx]
+            return rewards
+    """,
+    # the largest masked position (-1 for an empty row), then a scatter of the scores
+    "scatter_at_the_largest_masked_position": """
+        import torch
+        def token_level_rewards(scores, response_mask, kl=None, kl_coef=0.0):
+            mask = response_mask != 0
+            positions = torch.arange(mask.shape[-1]).expand_as(mask)
+            last = torch.where(mask, positions, -1).max(dim=-1).values
+            has = last >= 0
+            out_dtype = scores.dtype if kl is None else torch.result_type(scores, kl)
+            values = torch.where(has, scores, torch.zeros_like(scores)).to(out_dtype)
+            rewards = torch.zeros(mask.shape, dtype=out_dtype).scatter(1, last.clamp(min=0).unsqueeze(1),
+                                                                       values.unsqueeze(1))
+            if kl is not None:
+                rewards = rewards - kl_coef * kl.masked_fill(~mask, 0)
+            return rewards
+    """,
+    # the end of the run (a 1 followed by a 0 or by the end of the row), in float64, cast back
+    "float64_inside_end_of_run": """
+        import torch
+        def token_level_rewards(scores, response_mask, kl=None, kl_coef=0.0):
+            out_dtype = scores.dtype if kl is None else torch.promote_types(scores.dtype, kl.dtype)
+            m = response_mask.double()
+            next_m = torch.cat([m[:, 1:], torch.zeros_like(m[:, :1])], dim=1)
+            is_last = m * (1 - next_m)
+            r = is_last * scores.double()[:, None]
+            if kl is not None:
+                r = r - kl_coef * torch.where(m > 0, kl.double(), 0.0)
+            return r.to(out_dtype)
+    """,
+}
+
+ARGMAX = CORRECT["argmax_on_the_flipped_mask"]
+LAST = "last = T - 1 - torch.argmax(mask.flip(dims=[1]).int(), dim=1)"
+ASSIGN = "rewards[rows, last[has]] = scores[has].to(dtype)"
+KL = "rewards = rewards - kl_coef * kl.to(dtype) * mask"
+CUMSUM = CORRECT["cumsum_equals_sum"]
+MISTAKES = {
+    # a response length is not an index: the prompt is ignored, and an empty row's -1 is the last column
+    "index_at_mask_sum_minus_1": (edited(ARGMAX, (LAST, "last = mask.sum(dim=1) - 1"),
+                                         (ASSIGN, "rewards[torch.arange(mask.shape[0]), last] = scores.to(dtype)")),
+                                  ["score_only_float32_B4_T12", "kl_coef_0.1_float32_B4_T16",
+                                   "empty_rows_score_only_long_mask_B4_T6"]),
+    # argmax of the mask itself: the first response token
+    "reward_on_the_first_response_token": (edited(ARGMAX, (LAST, "last = torch.argmax(mask.int(), dim=1)")),
+                                           ["score_only_float32_B4_T12", "square_score_only_B6_T6"]),
+    # first + length, one past the last: the first pad (clamped, after the IndexError a response ending the row gave)
+    "reward_one_past_the_last_response_token": (
+        edited(ARGMAX, (LAST, "last = (torch.argmax(mask.int(), dim=1) + mask.sum(dim=1)).clamp(max=T - 1)")),
+        ["score_only_float32_B4_T12", "kl_coef_0.1_float32_B4_T16", "single_token_responses_kl_coef_0.1_B4_T10"]),
+    "kl_subtracted_on_every_position": (edited(ARGMAX, (KL, "rewards = rewards - kl_coef * kl.to(dtype)")),
+                                        ["kl_coef_0.1_float32_B4_T16", "kl_coef_0.3_float64_long_mask_B4_T14",
+                                         "empty_rows_kl_coef_0.1_B5_T8"]),
+    "kl_added_instead_of_subtracted": (edited(ARGMAX, (KL, "rewards = rewards + kl_coef * kl.to(dtype) * mask")),
+                                       ["kl_coef_0.1_float32_B4_T16", "kl_coef_0.05_float_mask_B3_T20"]),
+    "kl_coef_ignored": (edited(ARGMAX, (KL, "rewards = rewards - kl.to(dtype) * mask")),
+                        ["kl_coef_0.1_float32_B4_T16", "kl_given_coef_0_float32_B4_T12",
+                         "kl_given_default_coef_B3_T9"]),
+    # the argmax of an all-0 row is 0: T - 1 - 0 names the last column
+    "empty_row_not_left_at_0": (edited(ARGMAX, (ASSIGN, "rewards[torch.arange(mask.shape[0]), last] = scores.to(dtype)")),
+                                ["empty_rows_kl_coef_0.1_B5_T8", "empty_rows_score_only_long_mask_B4_T6", "T1_B4"]),
+    # without `& (m == 1)`: the running count also equals the count on every pad after the response
+    "cumsum_equals_sum_without_the_mask": (edited(CUMSUM, ("is_last = (m.cumsum(-1) == m.sum(-1, keepdim=True)) & (m == 1)",
+                                                           "is_last = m.cumsum(-1) == m.sum(-1, keepdim=True)")),
+                                           ["score_only_float32_B4_T12", "empty_rows_score_only_long_mask_B4_T6"]),
+    # (B,) scores against (B, T) without [:, None]: broadcast along the positions, silently when B = T
+    "scores_broadcast_over_the_positions": (edited(CUMSUM, ("scores.unsqueeze(-1)", "scores")),
+                                            ["square_score_only_B6_T6", "square_kl_coef_0.2_float64_B7_T7",
+                                             "score_only_float32_B4_T12"]),
+    # torch.zeros(B, T) is float32 whatever the scores are (and the in-place -= keeps it)
+    "always_float32": (edited(CORRECT["loop_over_rows"], ("rewards = torch.zeros(B, T, dtype=dtype)",
+                                                         "rewards = torch.zeros(B, T)")),
+                       ["score_only_float64_long_mask_B5_T10", "kl_coef_0.3_float64_long_mask_B4_T14"]),
+    # zeros of the scores' dtype and an in-place -=: float32 scores with float64 kl stay float32
+    "in_place_subtraction_keeps_the_scores_dtype": (
+        edited(ARGMAX, ("dtype = scores.dtype if kl is None else torch.promote_types(scores.dtype, kl.dtype)",
+                        "dtype = scores.dtype"),
+               (KL, "rewards -= kl_coef * kl * mask")),
+        ["mixed_scores_float32_kl_float64_B3_T10"]),
+    # the caller's kl zeroed outside the response, in place
+    "kl_zeroed_in_place": (edited(ARGMAX, (KL, "rewards = rewards - kl_coef * kl.mul_(response_mask).to(dtype)")),
+                           ["kl_coef_0.1_float32_B4_T16", "kl_given_coef_0_float32_B4_T12"]),
+    # the KL term guarded by the coefficient: kl=None with kl_coef=0.1 multiplies None
+    "kl_guarded_by_kl_coef": (edited(ARGMAX, ("if kl is not None:", "if kl_coef:")),
+                              ["kl_none_with_coef_0.1_B3_T10"]),
+    # torch.where needs a bool condition: a long or float mask raises
+    "mask_not_made_bool": (edited(CUMSUM, ("torch.where(m == 1, kl,", "torch.where(response_mask, kl,")),
+                           ["kl_coef_0.05_float_mask_B3_T20", "kl_coef_0.3_float64_long_mask_B4_T14"]),
+}
+
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT)
