@@ -154,7 +154,9 @@ for ref in open_:
     obj = getattr(importlib.import_module(module), name)
     if callable(obj) and not isinstance(obj, type):
         try:
-            obj(*[None] * len(inspect.signature(obj).parameters))
+            params = inspect.signature(obj).parameters.values()
+            obj(*[None for p in params if p.kind != p.KEYWORD_ONLY],
+                **{{p.name: None for p in params if p.kind == p.KEYWORD_ONLY}})
             out["open"][name] = "returned"
         except NotImplementedError as e:
             out["open"][name] = str(e)
