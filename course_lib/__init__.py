@@ -13,6 +13,7 @@ code and the autograder's hidden cases are generated from it. Everything else li
 are small utilities every room uses.
 """
 
+from .dpo import compute_per_instance_dpo_loss, dpo_loss, sequence_log_probs
 from .gsm8k import (
     DataFormatError,
     as_r1_zero,
@@ -36,6 +37,7 @@ from .kl import approx_kl, exact_kl, kl_k1, kl_k2, kl_k3
 from .logprobs import compute_entropy, get_response_log_probs, log_probs_from_logits
 from .masking import masked_mean, masked_normalize
 from .ppo import compute_gae, masked_whiten, ppo_microbatch_train_step, token_level_rewards, value_loss
+from .preferences import off_policy_pairs, on_policy_pairs
 from .rewards import evaluate, r1_zero_reward_fn
 from .sft import sft_microbatch_train_step, sft_train_step
 from .softcap import chunked_response_log_probs, final_logits_softcap
@@ -68,7 +70,9 @@ __all__ = [
     "compute_group_normalized_rewards",
     "compute_grpo_clip_loss",
     "compute_naive_policy_gradient_loss",
+    "compute_per_instance_dpo_loss",
     "compute_policy_gradient_loss",
+    "dpo_loss",
     "evaluate",
     "exact_kl",
     "extract_gsm8k_answer",
@@ -91,10 +95,13 @@ __all__ = [
     "masked_mean",
     "masked_normalize",
     "masked_whiten",
+    "off_policy_pairs",
+    "on_policy_pairs",
     "ppo_microbatch_train_step",
     "r1_zero_prompt_template",
     "r1_zero_reward_fn",
     "read_jsonl",
+    "sequence_log_probs",
     "sft_microbatch_train_step",
     "sft_train_step",
     "token_level_rewards",
