@@ -35,6 +35,40 @@ def rand_mask(*shape, seed=0, p=0.6):
     return torch.rand(*shape, generator=g) < p
 
 
+def _response_runs():
+    from hypothesis import strategies as st
+
+    @st.composite
+    def runs(draw, max_B=5, max_T=12):
+        """(T, [(start, length)] per row): one contiguous response per row, of any length (0 included)."""
+        B, T = draw(st.integers(1, max_B)), draw(st.integers(1, max_T))
+        spans = []
+        for _ in range(B):
+            n = draw(st.integers(0, T))
+            spans.append((draw(st.integers(0, T - n)), n))
+        return T, spans
+
+    return runs
+
+
+response_runs = _response_runs()  # a hypothesis strategy of response masks as (T, spans)
+
+
+def mask_of(T: int, spans) -> torch.Tensor:
+    """(B, T) bool: row b is 1 on columns start .. start + length - 1 of its (start, length)."""
+    m = torch.zeros(len(spans), T, dtype=torch.bool)
+    for b, (start, n) in enumerate(spans):
+        m[b, start:start + n] = True
+    return m
+
+
+def with_garbage(x: torch.Tensor, mask: torch.Tensor, seed: int) -> torch.Tensor:
+    """x with values of magnitude 5 to 50 where the mask is 0."""
+    garbage = randn(*x.shape, seed=seed + 7, dtype=torch.float64, scale=20.0)
+    garbage = torch.where(garbage >= 0, garbage + 5.0, garbage - 5.0).to(x.dtype)
+    return torch.where(mask, x, garbage)
+
+
 def course_tokenizer():
     from transformers import AutoTokenizer
 

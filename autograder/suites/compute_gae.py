@@ -64,31 +64,10 @@ TRIPWIRE = ["compute_gae"]
 
 
 def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
-    def randint(low: int, high: int) -> int:
-        """An integer in [low, high]."""
-        return int(torch.randint(low, high + 1, (), generator=gen))
+    from ._response_mask_cases import MaskDraw
 
-    def signs(*shape):
-        return torch.where(torch.rand(*shape, generator=gen) < 0.5, -1.0, 1.0).double()
-
-    def mask_of(T, spans):
-        """(B, T) bool: row b is 1 on columns start .. start + length - 1 of its (start, length)."""
-        m = torch.zeros(len(spans), T, dtype=torch.bool)
-        for b, (start, length) in enumerate(spans):
-            m[b, start:start + length] = True
-        return m
-
-    def spans(B, T, lengths=(2, None), prompt_min=1, pad_min=1, last_row_ends=True):
-        """Random (prompt, response) spans: responses of `lengths` tokens, prompts of at least
-        prompt_min, trailing padding of at least pad_min, except that the last row's response
-        ends at the last column when last_row_ends."""
-        low, high = lengths
-        high = T - prompt_min - pad_min if high is None else high
-        out = []
-        for b in range(B):
-            n = randint(low, high)
-            out.append((T - n, n) if last_row_ends and b == B - 1 else (randint(prompt_min, T - n - pad_min), n))
-        return out
+    d = MaskDraw(gen)
+    randint, signs, mask_of, spans = d.randint, d.signs, d.mask_of, d.spans
 
     def case(m, gamma, lam, dtype=torch.float32, values_dtype=None, mask_kind="bool"):
         """Per-token rewards N(0, 0.1^2) plus a score on each row's last response token, values
@@ -99,12 +78,8 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
         last = T - 1 - m.flip(-1).long().argmax(-1)
         rewards[torch.arange(B), last] += torch.where(m.any(-1), score, 0.0)
         values = torch.randn(B, T, generator=gen, dtype=torch.float64)
-
-        def garbage():
-            return signs(B, T) * (5.0 + 45.0 * torch.rand(B, T, generator=gen, dtype=torch.float64))
-
-        rewards = torch.where(m, rewards, garbage())
-        values = torch.where(m, values, garbage())
+        rewards = torch.where(m, rewards, d.garbage(B, T))
+        values = torch.where(m, values, d.garbage(B, T))
         mk = {"bool": m, "long": m.long(), "float": m.to(dtype)}[mask_kind]
         return {"rewards": rewards.to(dtype), "values": values.to(values_dtype or dtype), "response_mask": mk,
                 "gamma": gamma, "lam": lam}

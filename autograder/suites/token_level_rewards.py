@@ -52,34 +52,10 @@ TRIPWIRE = ["token_level_rewards"]
 
 
 def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
-    def randint(low: int, high: int) -> int:
-        """An integer in [low, high]."""
-        return int(torch.randint(low, high + 1, (), generator=gen))
+    from ._response_mask_cases import MaskDraw
 
-    def signs(*shape):
-        return torch.where(torch.rand(*shape, generator=gen) < 0.5, -1.0, 1.0).double()
-
-    def mask_of(T, spans):
-        """(B, T) bool: row b is 1 on columns start .. start + length - 1 of its (start, length)."""
-        m = torch.zeros(len(spans), T, dtype=torch.bool)
-        for b, (start, length) in enumerate(spans):
-            m[b, start:start + length] = True
-        return m
-
-    def spans(B, T, lengths=(2, None), prompt_min=1, pad_min=1, last_row_ends=True):
-        """Random (prompt, response) spans: responses of `lengths` tokens, prompts of at least
-        prompt_min, trailing padding of at least pad_min, except that the last row's response
-        ends at the last column when last_row_ends."""
-        low, high = lengths
-        high = T - prompt_min - pad_min if high is None else high
-        out = []
-        for b in range(B):
-            n = randint(low, high)
-            if last_row_ends and b == B - 1:
-                out.append((T - n, n))
-            else:
-                out.append((randint(prompt_min, T - n - pad_min), n))
-        return out
+    d = MaskDraw(gen)
+    randint, signs, mask_of, spans = d.randint, d.signs, d.mask_of, d.spans
 
     def scores(B):
         """Nonzero scores, magnitude 0.5 to 3, either sign (float64)."""
@@ -88,8 +64,7 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
     def kl_for(m):
         """KL-shaped values on the response (N(0, 0.5^2)), garbage of magnitude 5 to 50 elsewhere (float64)."""
         kl = 0.5 * torch.randn(m.shape, generator=gen, dtype=torch.float64)
-        garbage = signs(*m.shape) * (5.0 + 45.0 * torch.rand(m.shape, generator=gen, dtype=torch.float64))
-        return torch.where(m, kl, garbage)
+        return torch.where(m, kl, d.garbage(*m.shape))
 
     def case(m, kl_coef="default", with_kl=True, dtype=torch.float32, kl_dtype=None, mask_kind="bool"):
         mk = {"bool": m, "long": m.long(), "float": m.to(dtype)}[mask_kind]

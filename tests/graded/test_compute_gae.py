@@ -10,36 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course_lib import compute_gae
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, randn, seeds
+from tests.helpers import (PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, mask_of, randn,
+                           response_runs, seeds, with_garbage)
 
 SUITE = "compute_gae"
 
 gammas_lams = st.sampled_from([(1.0, 1.0), (1.0, 0.0), (0.99, 0.95), (0.9, 0.5), (1.0, 0.95), (0.5, 1.0)])
-
-
-@st.composite
-def runs(draw, max_B=5, max_T=12):
-    """(T, [(start, length)] per row): one contiguous response per row, of any length (0 included)."""
-    B, T = draw(st.integers(1, max_B)), draw(st.integers(1, max_T))
-    spans = []
-    for _ in range(B):
-        n = draw(st.integers(0, T))
-        spans.append((draw(st.integers(0, T - n)), n))
-    return T, spans
-
-
-def mask_of(T, spans):
-    m = torch.zeros(len(spans), T, dtype=torch.bool)
-    for b, (start, n) in enumerate(spans):
-        m[b, start:start + n] = True
-    return m
-
-
-def with_garbage(x, mask, seed):
-    """x with values of magnitude 5 to 50 where the mask is 0."""
-    garbage = randn(*x.shape, seed=seed + 7, dtype=torch.float64, scale=20.0)
-    garbage = torch.where(garbage >= 0, garbage + 5.0, garbage - 5.0).to(x.dtype)
-    return torch.where(mask, x, garbage)
 
 
 def inputs(run, seed, dtype=torch.float64):
@@ -64,7 +40,7 @@ def gae_by_sums(rewards, values, spans, gamma, lam):
 
 # ---------------------------------------------------------------- the reference
 @PROPERTY_SETTINGS
-@given(runs(), seeds, gammas_lams, st.sampled_from([torch.float32, torch.float64]),
+@given(response_runs(), seeds, gammas_lams, st.sampled_from([torch.float32, torch.float64]),
        st.sampled_from(["bool", "long", "float"]))
 def test_reference_is_the_discounted_sum_of_td_residuals(run, seed, gamma_lam, dtype, mask_kind):
     (gamma, lam), (T, spans) = gamma_lam, run
@@ -79,7 +55,7 @@ def test_reference_is_the_discounted_sum_of_td_residuals(run, seed, gamma_lam, d
 
 
 @PROPERTY_SETTINGS
-@given(runs(), seeds)
+@given(response_runs(), seeds)
 def test_reference_gamma_lam_1_is_the_monte_carlo_return(run, seed):
     T, spans = run
     rewards, values, mask = inputs(run, seed)
@@ -90,7 +66,7 @@ def test_reference_gamma_lam_1_is_the_monte_carlo_return(run, seed):
 
 
 @PROPERTY_SETTINGS
-@given(runs(), seeds, st.sampled_from([1.0, 0.99, 0.5]))
+@given(response_runs(), seeds, st.sampled_from([1.0, 0.99, 0.5]))
 def test_reference_lam_0_is_the_td_residual(run, seed, gamma):
     rewards, values, mask = inputs(run, seed)
     adv, _ = compute_gae(rewards, values, mask, gamma, 0.0)
@@ -99,7 +75,7 @@ def test_reference_lam_0_is_the_td_residual(run, seed, gamma):
 
 
 @PROPERTY_SETTINGS
-@given(runs(), seeds, gammas_lams)
+@given(response_runs(), seeds, gammas_lams)
 def test_reference_never_reads_outside_the_response(run, seed, gamma_lam):
     rewards, values, mask = inputs(run, seed, torch.float32)
     clean = compute_gae(torch.where(mask, rewards, 0.0), torch.where(mask, values, 0.0), mask, *gamma_lam)

@@ -10,34 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course_lib import token_level_rewards
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, randn, seeds
+from tests.helpers import (PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, mask_of, randn,
+                           response_runs, seeds, with_garbage)
 
 SUITE = "token_level_rewards"
-
-
-@st.composite
-def runs(draw, max_B=5, max_T=12):
-    """(T, [(start, length)] per row): one contiguous response per row, of any length (0 included)."""
-    B, T = draw(st.integers(1, max_B)), draw(st.integers(1, max_T))
-    spans = []
-    for _ in range(B):
-        n = draw(st.integers(0, T))
-        spans.append((draw(st.integers(0, T - n)), n))
-    return T, spans
-
-
-def mask_of(T, spans):
-    m = torch.zeros(len(spans), T, dtype=torch.bool)
-    for b, (start, n) in enumerate(spans):
-        m[b, start:start + n] = True
-    return m
-
-
-def with_garbage(x, mask, seed):
-    """x with values of magnitude 5 to 50 where the mask is 0."""
-    garbage = randn(*x.shape, seed=seed + 7, dtype=torch.float64, scale=20.0)
-    garbage = torch.where(garbage >= 0, garbage + 5.0, garbage - 5.0).to(x.dtype)
-    return torch.where(mask, x, garbage)
 
 
 def rewards_by_loop(scores, mask, kl, kl_coef):
@@ -55,7 +31,7 @@ def rewards_by_loop(scores, mask, kl, kl_coef):
 
 # ---------------------------------------------------------------- the reference
 @PROPERTY_SETTINGS
-@given(runs(), seeds, st.sampled_from([None, 0.0, 0.1, 1.0]), st.sampled_from([torch.float32, torch.float64]),
+@given(response_runs(), seeds, st.sampled_from([None, 0.0, 0.1, 1.0]), st.sampled_from([torch.float32, torch.float64]),
        st.sampled_from(["bool", "long", "float"]))
 def test_reference_matches_a_loop_over_rows(run, seed, kl_coef, dtype, mask_kind):
     T, spans = run
@@ -71,7 +47,7 @@ def test_reference_matches_a_loop_over_rows(run, seed, kl_coef, dtype, mask_kind
 
 
 @PROPERTY_SETTINGS
-@given(runs(), seeds, st.sampled_from([0.0, 0.05, 0.3]))
+@given(response_runs(), seeds, st.sampled_from([0.0, 0.05, 0.3]))
 def test_reference_row_sum_is_the_score_minus_kl_coef_times_the_masked_kl_sum(run, seed, kl_coef):
     T, spans = run
     mask = mask_of(T, spans)
@@ -83,7 +59,7 @@ def test_reference_row_sum_is_the_score_minus_kl_coef_times_the_masked_kl_sum(ru
 
 
 @PROPERTY_SETTINGS
-@given(runs(), seeds)
+@given(response_runs(), seeds)
 def test_reference_puts_the_score_on_the_last_response_position_only(run, seed):
     T, spans = run
     mask = mask_of(T, spans)
@@ -97,7 +73,7 @@ def test_reference_puts_the_score_on_the_last_response_position_only(run, seed):
 
 
 @PROPERTY_SETTINGS
-@given(runs(), seeds)
+@given(response_runs(), seeds)
 def test_reference_never_reads_kl_outside_the_response(run, seed):
     T, spans = run
     mask = mask_of(T, spans)
