@@ -33,7 +33,24 @@ from typing import NamedTuple
 OUTPUT_LIMIT = 64 * 2**20  # bytes per file a limited process writes (its output, a notebook)
 MAX_PROCESSES = 512  # processes and threads of one slot
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+SLOT_NAME = "course-slot"
 _counter = itertools.count()
+_swept = threading.Event()
+
+
+def _start_time(pid: int) -> str | None:
+    """When process `pid` started (clock ticks since boot, /proc/<pid>/stat), None when there is none:
+    with the pid it names one process, where a pid alone is reused (pid_max may be 32768)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def slot_prefix(pid: int | None = None) -> str:
+    """The start of the cgroup names of the slots made by process `pid` (this one by default)."""
+    pid = os.getpid() if pid is None else pid
+    return f"{SLOT_NAME}-{pid}-{_start_time(pid)}-"
 
 
 # ---------------------------------------------------------------- cgroups
@@ -82,6 +99,24 @@ class Cgroup:
         except (OSError, ValueError):
             pass
         return None
+
+    @classmethod
+    def sweep(cls, controller: str) -> list[Path]:
+        """Remove the slot cgroups of processes that are gone (a grading killed before its slots
+        closed), killing what is left in them; returns the cgroups removed."""
+        removed = []
+        for version, root in ((2, CGROUP_ROOT), (1, CGROUP_ROOT / controller)):
+            parents = {p for p in (cls._own(root, controller, version), root) if p is not None and p.is_dir()}
+            for path in (c for parent in parents for c in parent.glob(f"{SLOT_NAME}-*") if c.is_dir()):
+                fields = path.name[len(SLOT_NAME) + 1:].split("-")  # pid, start time, number
+                if not fields[0].isdigit() or path.name.startswith(slot_prefix(int(fields[0]))):
+                    continue  # its maker still runs
+                if len(fields) < 3 and _start_time(int(fields[0])) is not None:
+                    continue  # a name without a start time whose pid is in use: it may be its maker's
+                cls(path, controller, version).close()
+                if not path.exists():
+                    removed.append(path)
+        return removed
 
     def limit(self, value: int) -> None:
         if self.controller == "pids":
@@ -164,7 +199,11 @@ class Slot:
 
     def __init__(self, memory_bytes: int | None = None, max_processes: int | None = MAX_PROCESSES):
         self.memory_bytes, self.max_processes = memory_bytes, max_processes
-        name = f"course-slot-{os.getpid()}-{next(_counter)}"
+        if not _swept.is_set():  # once per process: what a killed grading left behind
+            _swept.set()
+            for controller in ("memory", "pids"):
+                Cgroup.sweep(controller)
+        name = f"{slot_prefix()}{next(_counter)}"
         self.memory = Cgroup.make("memory", name) if memory_bytes else None
         self.processes = Cgroup.make("pids", name) if max_processes else None
         if self.memory is not None:

@@ -23,7 +23,7 @@ import torch
 
 from autograder.compare import Expected, NearTie, compare, expected_tree, margin, verdict
 from autograder.report import format_report, redact
-from tests.helpers import fn_from
+from tests.helpers import REPO, fn_from
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").glob("[0-9][0-9]") if any(p.glob("*.ipynb")))
@@ -269,7 +269,9 @@ def test_run_limited_stops_output_floods_and_fork_bombs():
     flood = run_limited([sys.executable, "-c", "import os\nfor _ in range(64): os.write(1, b'x' * 2**20)"],
                         timeout=60, file_bytes=2**20)
     assert "output" in flood.hit and len(flood.stdout) <= 2**20 and flood.returncode != 0
-    if Slot(None, 4).kind["processes"] != "cgroup":
+    with Slot(None, 4) as probe:
+        kind = probe.kind
+    if kind["processes"] != "cgroup":
         pytest.skip("no pids cgroup here: the process limit is RLIMIT_NPROC (or none for root), not observable")
     bomb = ("import os, time\nn = 0\nfor _ in range(100):\n    try:\n        if os.fork() == 0:\n"
             "            time.sleep(5); os._exit(0)\n        n += 1\n    except OSError:\n        break\nprint(n)")
@@ -315,6 +317,42 @@ def test_everything_left_in_a_slot_dies_with_it():
     except OSError:
         alive = False
     assert not alive, f"the double-forked daemon {pid} outlived its slot ({slot.kind})"
+
+
+ABANDONED = """
+import os, signal, subprocess, sys
+from autograder.limits import Slot
+slot = Slot(2**30, 16)
+sleeper = subprocess.Popen(["sleep", "300"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           preexec_fn=slot.preexec(file_bytes=None, address_space=None))
+print(sleeper.pid, *(g.path for g in (slot.memory, slot.processes) if g is not None), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # a grading killed before its slot closed
+"""
+
+
+def test_slots_of_a_killed_grading_are_removed_by_the_next_one():
+    """A grading killed mid-run leaves its cgroups and what runs in them; the next process that
+    makes a slot kills those processes and removes the cgroups (the maker is gone)."""
+    from autograder.limits import Slot
+
+    with Slot(2**30, 4) as probe:
+        kind = probe.kind
+    if kind != {"memory": "cgroup", "processes": "cgroup"}:
+        pytest.skip("no memory and pids cgroups here: nothing of a slot outlives its process")
+    killed = subprocess.run([sys.executable, "-c", ABANDONED], capture_output=True, text=True, cwd=REPO, timeout=60)
+    pid, *groups = killed.stdout.split()
+    assert killed.returncode == -9 and len(groups) == 2 and all(Path(g).is_dir() for g in groups), killed
+    try:
+        subprocess.run([sys.executable, "-c", "from autograder.limits import Slot; Slot(2**30, 16).close()"],
+                       check=True, cwd=REPO, timeout=60)
+        assert not any(Path(g).exists() for g in groups), groups
+        assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    finally:
+        from autograder.limits import Cgroup
+
+        for g in groups:  # whatever the outcome, leave nothing behind
+            if Path(g).is_dir():
+                Cgroup(Path(g), controller="pids", version=1).close()
 
 
 # ---------------------------------------------------------------- link-proof copies
