@@ -84,21 +84,6 @@ def dpo_loss(policy_chosen_log_probs: torch.Tensor, policy_rejected_log_probs: t
     return loss, metadata
 
 
-def _pair_batch(tokenizer, prompt: str, response_chosen: str, response_rejected: str) -> dict[str, torch.Tensor]:
-    """Rows 0 (chosen) and 1 (rejected): the r1_zero prompt of `prompt`, then the response and eos."""
-    if tokenizer.eos_token is None:
-        raise ValueError("tokenizer has no eos_token: DPO appends it to each response")
-    for name, text in (("response_chosen", response_chosen), ("response_rejected", response_rejected)):
-        if not text:
-            raise ValueError(f"{name} is empty")
-    if response_chosen == response_rejected:
-        raise ValueError("response_chosen and response_rejected are identical: the pair prefers nothing")
-    prompt_text = format_r1_zero_prompt(prompt)
-    return tokenize_prompt_and_output([prompt_text, prompt_text],
-                                      [response_chosen + tokenizer.eos_token, response_rejected + tokenizer.eos_token],
-                                      tokenizer)
-
-
 def compute_per_instance_dpo_loss(lm: torch.nn.Module, lm_ref: torch.nn.Module, tokenizer, beta: float,
                                   prompt: str, response_chosen: str, response_rejected: str) -> torch.Tensor:
     """The DPO loss of one preference pair (CS336's signature), on the policy's device.
@@ -114,7 +99,18 @@ def compute_per_instance_dpo_loss(lm: torch.nn.Module, lm_ref: torch.nn.Module, 
     """
     if any(p.requires_grad for p in lm_ref.parameters()):
         raise ValueError("lm_ref requires gradients: freeze the reference (lm_ref.requires_grad_(False))")
-    batch = _pair_batch(tokenizer, prompt, response_chosen, response_rejected)
+    if tokenizer.eos_token is None:
+        raise ValueError("tokenizer has no eos_token: DPO appends it to each response")
+    for name, text in (("response_chosen", response_chosen), ("response_rejected", response_rejected)):
+        if not text:
+            raise ValueError(f"{name} is empty")
+    if response_chosen == response_rejected:
+        raise ValueError("response_chosen and response_rejected are identical: the pair prefers nothing")
+    prompt_text = format_r1_zero_prompt(prompt)
+    # row 0 the chosen response, row 1 the rejected one, each ended by eos; padding masked out
+    batch = tokenize_prompt_and_output([prompt_text, prompt_text],
+                                       [response_chosen + tokenizer.eos_token, response_rejected + tokenizer.eos_token],
+                                       tokenizer)
     device = next(lm.parameters()).device
     ref_device = next(lm_ref.parameters()).device
     policy = sequence_log_probs(lm, **{k: v.to(device) for k, v in batch.items()})
