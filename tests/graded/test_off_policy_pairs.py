@@ -1,0 +1,224 @@
+"""off_policy_pairs (notebook 12): the reference's contract, correct versions that earn full marks
+through the real judge, and realistic mistakes that lose them (CONTRIBUTING.md, "Adding a graded
+function")."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from course_lib import gsm8k_to_r1_zero, off_policy_pairs, r1_zero_reward_fn
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, problems
+
+SUITE = "off_policy_pairs"
+
+words = st.text(alphabet=st.sampled_from(list("abc xyz=+-*.,\n0123456789")), max_size=30)
+
+
+# ---------------------------------------------------------------- the reference
+def test_reference_on_gold_records_changes_the_answer_alone_and_makes_it_wrong():
+    records = [gsm8k_to_r1_zero(p) for p in problems(30)]
+    pairs = off_policy_pairs(records)
+    assert len(pairs) == len(records)
+    for rec, pair in zip(records, pairs):
+        assert set(pair) == {"prompt", "chosen", "rejected", "ground_truth"}
+        assert (pair["prompt"], pair["chosen"], pair["ground_truth"]) == (rec["prompt"], rec["output"], rec["ground_truth"])
+        head = rec["output"][:rec["output"].rfind("<answer>")]
+        assert pair["rejected"] == f"{head}<answer> {int(rec['ground_truth']) + 1} </answer>"
+        assert r1_zero_reward_fn(pair["chosen"], pair["ground_truth"])["reward"] == 1.0
+        assert r1_zero_reward_fn(pair["rejected"], pair["ground_truth"])["reward"] == 0.0
+
+
+@settings(PROPERTY_SETTINGS, max_examples=60)
+@given(words, words, words, words, st.integers(-10**6, 10**6), st.sampled_from(["", " ", "\n", "  \t"]))
+def test_reference_replaces_the_inside_of_the_last_block(before, first, between, after, n, pad):
+    output = f"{before}<answer>{first}</answer>{between} </think> <answer>{pad}{n}{pad}</answer>{after}"
+    (pair,) = off_policy_pairs([{"prompt": "P", "output": output, "ground_truth": f" {n} "}])
+    assert pair["rejected"] == f"{before}<answer>{first}</answer>{between} </think> <answer> {n + 1} </answer>{after}"
+    assert pair["chosen"] == output and pair["ground_truth"] == str(n)
+
+
+def test_reference_errors_name_the_example():
+    good = {"prompt": "P", "output": " </think> <answer> 4 </answer>", "ground_truth": "4"}
+    with pytest.raises(ValueError, match="example 1: output has no"):
+        off_policy_pairs([good, {**good, "output": " </think> 4"}])
+    with pytest.raises(ValueError, match="example 0: output has no"):
+        off_policy_pairs([{**good, "output": " </think> <answer> 4"}])
+    with pytest.raises(ValueError, match="not an integer"):
+        off_policy_pairs([{**good, "ground_truth": "3.5"}])
+    with pytest.raises(ValueError, match="'output'"):
+        off_policy_pairs([{"prompt": "P", "ground_truth": "4"}])
+    assert off_policy_pairs([]) == []
+
+
+# ---------------------------------------------------------------- correct versions and mistakes
+BASE = """
+    def off_policy_pairs(examples):
+        pairs = []
+        for i, ex in enumerate(examples):
+            for field in ("prompt", "output", "ground_truth"):
+                if field not in ex:
+                    raise ValueError(f"example {i} has no {field}")
+            output = ex["output"]
+            truth = str(ex["ground_truth"]).strip()
+            try:
+                n = int(truth)
+            except ValueError:
+                raise ValueError(f"ground truth {truth!r} is not an integer")
+            start = output.rfind("<answer>")
+            if start < 0:
+                raise ValueError("no answer block")
+            start += len("<answer>")
+            end = output.find("</answer>", start)
+            if end < 0:
+                raise ValueError("answer block not closed")
+            rejected = output[:start] + f" {n + 1} " + output[end:]
+            pairs.append({"prompt": ex["prompt"], "chosen": output, "rejected": rejected, "ground_truth": truth})
+        return pairs
+"""
+CORRECT = {
+    "rfind_and_slices": BASE,
+    "rpartition": """
+        def off_policy_pairs(examples):
+            out = []
+            for ex in examples:
+                missing = {"prompt", "output", "ground_truth"} - set(ex)
+                if missing:
+                    raise ValueError(f"missing {sorted(missing)}")
+                gt = str(ex["ground_truth"]).strip()
+                if not gt.lstrip("+-").isdigit():
+                    raise ValueError(f"ground_truth {gt!r} is no integer")
+                head, sep, tail = ex["output"].rpartition("<answer>")
+                if not sep:
+                    raise ValueError("no <answer>")
+                _, close, rest = tail.partition("</answer>")
+                if not close:
+                    raise ValueError("no </answer> after the last <answer>")
+                out.append({"prompt": ex["prompt"], "chosen": ex["output"],
+                            "rejected": head + sep + " " + str(int(gt) + 1) + " " + close + rest, "ground_truth": gt})
+            return out
+    """,
+    # the last of all non-overlapping blocks, found by a regex; ints parsed by hand
+    "regex_finditer_last_match": """
+        import re
+        BLOCK = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+        def off_policy_pairs(examples):
+            result = []
+            for idx, example in enumerate(examples):
+                try:
+                    prompt, output, truth = example["prompt"], example["output"], example["ground_truth"]
+                except KeyError as e:
+                    raise ValueError(f"example {idx}: missing field {e}") from None
+                truth = str(truth).strip()
+                if re.fullmatch(r"[+-]?\\d+", truth) is None:
+                    raise ValueError(f"example {idx}: ground truth {truth!r} is not an integer")
+                matches = list(BLOCK.finditer(output))
+                if not matches:
+                    raise ValueError(f"example {idx}: no answer block")
+                last = matches[-1]
+                rejected = output[:last.start(1)] + " %d " % (int(truth) + 1) + output[last.end(1):]
+                result.append(dict(prompt=prompt, chosen=output, rejected=rejected, ground_truth=truth))
+            return result
+    """,
+    # one substitution: a greedy prefix up to the last <answer>, then the shortest inside
+    "greedy_prefix_regex_sub": """
+        import re
+        def off_policy_pairs(examples):
+            pairs = []
+            for ex in examples:
+                if not all(k in ex for k in ("prompt", "output", "ground_truth")):
+                    raise ValueError("an example lacks a field")
+                gt = str(ex["ground_truth"]).strip()
+                try:
+                    wrong = int(gt) + 1
+                except ValueError as e:
+                    raise ValueError("non-integer ground truth") from e
+                rejected, count = re.subn(r"\\A(.*<answer>).*?(</answer>)", lambda m: f"{m.group(1)} {wrong} {m.group(2)}",
+                                          ex["output"], count=1, flags=re.DOTALL)
+                if count != 1:
+                    raise ValueError("no <answer> ... </answer> in the output")
+                pairs.append({"prompt": ex["prompt"], "chosen": ex["output"], "rejected": rejected, "ground_truth": gt})
+            return pairs
+    """,
+}
+
+REJ = 'rejected = output[:start] + f" {n + 1} " + output[end:]'
+FIND = 'start = output.rfind("<answer>")'
+MISTAKES = {
+    "first_block_changed": (edited(BASE, (FIND, 'start = output.find("<answer>")')),
+                            ["several_answer_blocks_the_last_changed", "several_answer_blocks_in_a_real_record"]),
+    "every_block_changed": ("""
+        import re
+        def off_policy_pairs(examples):
+            pairs = []
+            for ex in examples:
+                if not all(k in ex for k in ("prompt", "output", "ground_truth")):
+                    raise ValueError("missing field")
+                gt = str(ex["ground_truth"]).strip()
+                n = int(gt)
+                if "<answer>" not in ex["output"] or "</answer>" not in ex["output"]:
+                    raise ValueError("no answer block")
+                rejected = re.sub(r"<answer>.*?</answer>", f"<answer> {n + 1} </answer>", ex["output"], flags=re.S)
+                pairs.append({"prompt": ex["prompt"], "chosen": ex["output"], "rejected": rejected, "ground_truth": gt})
+            return pairs
+    """, ["several_answer_blocks_the_last_changed", "several_answer_blocks_in_a_real_record"]),
+    # <answer>.*</answer>, greedy: from the first block's start to the last block's end, the reasoning between lost
+    "greedy_match_over_every_block": ("""
+        import re
+        def off_policy_pairs(examples):
+            pairs = []
+            for ex in examples:
+                if not all(k in ex for k in ("prompt", "output", "ground_truth")):
+                    raise ValueError("missing field")
+                gt = str(ex["ground_truth"]).strip()
+                n = int(gt)
+                rejected, found = re.subn(r"<answer>.*</answer>", f"<answer> {n + 1} </answer>", ex["output"], flags=re.S)
+                if not found:
+                    raise ValueError("no answer block")
+                pairs.append({"prompt": ex["prompt"], "chosen": ex["output"], "rejected": rejected, "ground_truth": gt})
+            return pairs
+    """, ["several_answer_blocks_the_last_changed", "several_answer_blocks_in_a_real_record"]),
+    # str.replace on the whole output: the reasoning's copies of the number change too
+    "number_replaced_everywhere": (edited(BASE, (REJ, "rejected = output.replace(truth, str(n + 1))")),
+                                   ["arith_records", "several_answer_blocks_the_last_changed"]),
+    "n_minus_1": (edited(BASE, (REJ, 'rejected = output[:start] + f" {n - 1} " + output[end:]')),
+                  ["arith_records", "negative_answers"]),
+    "spaces_dropped": (edited(BASE, (REJ, 'rejected = output[:start] + f"{n + 1}" + output[end:]')), ["arith_records"]),
+    # the block rewritten from scratch: what follows it is lost
+    "text_after_the_block_dropped": (edited(BASE, (REJ, 'rejected = output[:start] + f" {n + 1} </answer>"')),
+                                     ["text_after_the_block"]),
+    # the number in the block, not the ground truth: "1,080" does not parse, "88.0" neither
+    "answer_read_from_the_block": (edited(BASE, (REJ, 'rejected = output[:start] + f" {int(output[start:end]) + 1} " + output[end:]')),
+                                   ["block_differs_from_ground_truth"]),
+    # only the number's own characters swapped inside the block: its whitespace kept as it was
+    "block_whitespace_kept": (edited(BASE, (REJ, "rejected = output[:start] + output[start:end].replace(truth, str(n + 1)) "
+                                                 "+ output[end:]")), ["whitespace_inside_the_block"]),
+    "extra_fields_copied": (edited(BASE, ('pairs.append({"prompt": ex["prompt"], ',
+                                          'pairs.append({**{k: v for k, v in ex.items() if k != "output"}, "prompt": ex["prompt"], ')),
+                            ["extra_fields_stay_out_of_the_pair"]),
+    # a missing field reaches ex[...] as a KeyError
+    "missing_field_is_a_key_error": (edited(BASE, ("""            for field in ("prompt", "output", "ground_truth"):
+                if field not in ex:
+                    raise ValueError(f"example {i} has no {field}")
+""", "")), ["error_missing_output_field", "error_missing_ground_truth_field"]),
+    # 3.5 becomes 4
+    "float_ground_truth_accepted": (edited(BASE, ("n = int(truth)", "n = int(float(truth))")), ["error_ground_truth_3.5"]),
+    # no block: the output itself as the rejected response (a pair that prefers nothing)
+    "no_block_not_refused": (edited(BASE, ("""            if start < 0:
+                raise ValueError("no answer block")
+            start += len("<answer>")
+            end = output.find("</answer>", start)
+            if end < 0:
+                raise ValueError("answer block not closed")
+            rejected = output[:start] + f" {n + 1} " + output[end:]""", """            end = output.find("</answer>", start)
+            if start < 0 or end < 0:
+                rejected = output
+            else:
+                start += len("<answer>")
+                rejected = output[:start] + f" {n + 1} " + output[end:]""")),
+        ["error_no_answer_block", "error_unclosed_answer_block"]),
+}
+
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT, draws=10)
