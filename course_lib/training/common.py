@@ -6,6 +6,7 @@ Neither trainer imports the other; both import this module.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import random
@@ -44,6 +45,15 @@ def resolve_config(kind: str, config, overrides: dict):
 
         return dataclasses.replace(config, **overrides)
     return config
+
+
+def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A reference policy: a copy of the starting policy in eval mode, without gradients (GRPO's KL penalty,
+    DPO's reference)."""
+    ref = copy.deepcopy(model).eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, betas) -> torch.optim.Optimizer:

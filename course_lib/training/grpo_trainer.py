@@ -37,7 +37,6 @@ every optimizer step.
 
 from __future__ import annotations
 
-import copy
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -50,8 +49,8 @@ from ..rewards import r1_zero_reward_fn
 from ..rollouts import Rollout, SamplingParams, make_engine
 from ..tokenization import tokenize_prompt_and_output
 from .checkpoint import restore_checkpoint
-from .common import (RunLog, TrainResult, check_finite, data_indices, eval_examples_for, load_records, make_optimizer,
-                     make_scheduler, resolve_config, run_eval)
+from .common import (RunLog, TrainResult, check_finite, data_indices, eval_examples_for, frozen_copy, load_records,
+                     make_optimizer, make_scheduler, resolve_config, run_eval)
 from .config import GRPOConfig
 from .grpo_update import packed_grpo_train_step
 from .kl_penalty import k1_shaped_rewards, loss_term, update_kl_arguments
@@ -250,14 +249,6 @@ def _step_record(step: int, batch: RolloutBatch, update: dict, lr: float, t0: fl
     elif "kl" in meta:  # k1_reward: the mean k1 of the rollouts, from `collect_rollouts`
         record["kl"] = meta["kl"]
     return record
-
-
-def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
-    """The reference policy of the KL penalty: a copy of the starting policy, without gradients."""
-    ref = copy.deepcopy(model).eval()
-    for p in ref.parameters():
-        p.requires_grad_(False)
-    return ref
 
 
 def _policy(cfg: GRPOConfig, model, tokenizer):
