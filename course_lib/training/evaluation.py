@@ -7,7 +7,8 @@ wraps for records, models and long lists. `log_generations` writes what a person
 model's behaviour: prompt, response, gold answer, rewards, the mean entropy of the response
 tokens and the lengths, one jsonl line each, with a summary split by correct and wrong
 responses (a model that is wrong with long, high-entropy answers is guessing; short confident
-wrong answers are a systematic mistake).
+wrong answers are a systematic mistake). `exact_kl_to_reference` measures how far a policy has
+moved from its reference: the exact KL over the whole vocabulary on the policy's own samples.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Callable
 import torch
 
 from ..gsm8k import as_r1_zero
+from ..kl import exact_kl
 from ..logprobs import get_response_log_probs
 from ..rewards import CATEGORIES
 from ..rewards import evaluate as graded_evaluate
@@ -187,3 +189,42 @@ def _generations_summary(records: list[dict], res: dict, step: int | None) -> di
     if step is not None:
         summary["step"] = step
     return summary
+
+
+@torch.no_grad()
+def exact_kl_to_reference(model, reference, tokenizer, prompts: list[str], max_tokens: int, seed: int = 0,
+                          batch_size: int = 64) -> float:
+    """KL(pi || pi_ref) per response token, exactly over the vocabulary, on responses `model` samples.
+
+        sample y_i ~ pi(. | x_i) at temperature 1 (seeded), one per prompt, up to `max_tokens`
+        KL = sum_i sum_t exact_kl(pi(. | x_i, y_i,<t), pi_ref(. | x_i, y_i,<t)) / (number of response tokens)
+
+    Each position's KL is `course_lib.exact_kl` of the two models' (B, T, V) logits over the
+    whole vocabulary (no estimator: the tiny world's vocabulary is small), so the only noise is
+    which responses were sampled. Both models run in eval mode and get their modes back.
+    Returns 0.0 when no prompt is given or no response has a token.
+    """
+    if not prompts:
+        return 0.0
+    modes = (model.training, reference.training)
+    model.eval()
+    reference.eval()
+    try:
+        params = SamplingParams(temperature=1.0, max_tokens=max_tokens, stop=("</answer>",), n=1, seed=seed)
+        texts = [r.text for r in _engine(model, tokenizer, batch_size).generate(list(prompts), params)]
+        device = next(model.parameters()).device
+        ref_device = next(reference.parameters()).device
+        total, tokens = 0.0, 0
+        for start in range(0, len(texts), batch_size):
+            batch = tokenize_prompt_and_output(list(prompts[start : start + batch_size]),
+                                               texts[start : start + batch_size], tokenizer)
+            ids, mask = batch["input_ids"], batch["response_mask"].bool().to(device)
+            policy_logits = model(ids.to(device)).logits.float()  # (B, T, V)
+            ref_logits = reference(ids.to(ref_device)).logits.float().to(device)
+            kl = exact_kl(policy_logits, ref_logits)  # (B, T)
+            total += float(torch.where(mask, kl, torch.zeros_like(kl)).sum())
+            tokens += int(mask.sum())
+    finally:
+        model.train(modes[0])
+        reference.train(modes[1])
+    return total / tokens if tokens else 0.0
