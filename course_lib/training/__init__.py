@@ -1,6 +1,7 @@
 """The reference trainings an instructor runs: configuration, models, the trainers, evaluation.
 
-- `config`: one dataclass per command (`SFTConfig`, `GRPOConfig`, `PPOConfig`, `EvalConfig`), YAML + `key=value`;
+- `config`: one dataclass per command (`SFTConfig`, `GRPOConfig`, `PPOConfig`, `DPOConfig`, `EvalConfig`),
+  YAML + `key=value`;
 - `models`: loading the policy and tokenizer (device, dtype, attention backend), `set_seed`,
   `TemperatureScaled`;
 - `common`: what both trainers share (optimizer and schedule, data order, evaluation, the
@@ -13,7 +14,10 @@
   length: the same update, parameter for parameter);
 - `ppo_trainer.train_ppo`: PPO with a critic (`critic.Critic`), the GRPO trainer's loop with
   `ppo_update.PPOUpdate` as its update (GAE advantages, actor and critic trained side by side);
-- `evaluation`: format and answer accuracy, and a report of generations;
-- `plots`: curves of a run; `cli`: `python -m course_lib.training sft|grpo|ppo|eval`;
+- `dpo_trainer.train_dpo`: DPO from preference pairs built once (`build_pairs`: on-policy samples or gold
+  solutions against a changed answer) and their reference log-probs computed once, a loop around
+  `dpo_train_step` (the graded `course_lib.dpo.sequence_log_probs` and `dpo_loss`);
+- `evaluation`: format and answer accuracy, a report of generations, the exact KL to a reference;
+- `plots`: curves of a run; `cli`: `python -m course_lib.training sft|grpo|ppo|dpo|eval`;
 - `demo`: `make demo` (`python -m course_lib.training.demo`), base -> SFT -> GRPO on the tiny world.
 """

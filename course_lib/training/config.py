@@ -1,6 +1,6 @@
 """Run configurations (dataclasses) and YAML loading with `key=value` overrides.
 
-One dataclass per command: `SFTConfig`, `GRPOConfig`, `PPOConfig`, `EvalConfig`. A YAML file sets any of
+One dataclass per command: `SFTConfig`, `GRPOConfig`, `PPOConfig`, `DPOConfig`, `EvalConfig`. A YAML file sets any of
 their fields; `key=value` overrides on the command line are parsed as YAML scalars
 (`lr=3e-4`, `n_examples=null`, `filter_correct=true`). Unknown keys are errors, not silently
 ignored settings.
@@ -109,12 +109,47 @@ class PPOConfig(GRPOConfig):
 
 
 @dataclass
+class DPOConfig(ModelConfig, EvalSettings):
+    """DPO from preference pairs built once before training (`dpo_trainer`): the pairs' settings, the step's,
+    the run's. The names are the other configs' where the setting is the same."""
+
+    model: str = "qwen2-sft"  # DPO starts from an SFT policy, as RL does; it is also the frozen reference
+    train_split: str = "train"
+    pairs: str = "on_policy"  # on_policy: the policy's own samples, correct against wrong; off_policy: gold against
+    #                           the gold with its answer changed (course_lib.preferences)
+    n_questions: int | None = 256  # build pairs from the first N questions of the split; None: all
+    group_size: int = 8  # on_policy: samples per question
+    max_pairs_per_group: int = 1  # on_policy: pairs taken from one question's group at most
+    sampling_temperature: float = 1.0
+    sampling_top_p: float = 1.0
+    sampling_min_tokens: int = 4
+    sampling_max_tokens: int = 128
+    stop: tuple[str, ...] = ("</answer>",)
+    beta: float = 0.1  # the implicit reward's scale: beta * (log pi - log pi_ref)
+    average_log_probs: bool = False  # score a response by its mean token log-prob instead of the sum (DPO: the sum)
+    lr: float = 1e-5
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.95)
+    warmup_steps: int = 0
+    min_lr_ratio: float = 1.0  # the cosine decays to lr * min_lr_ratio; 1.0: constant lr
+    steps: int | None = None  # optimizer steps; None: derived from epochs over the pairs
+    epochs: float = 1.0
+    batch_size: int = 16  # pairs per optimizer step
+    gradient_accumulation_steps: int = 1
+    max_grad_norm: float = 1.0
+    kl_eval_prompts: int = 64  # at each evaluation, the exact KL to the reference on the first N held-out prompts
+    gradient_checkpointing: bool = False
+    checkpoint_every: int = 0  # 0: only at the end (when output_dir is set)
+    keep_checkpoints: int = 2
+
+
+@dataclass
 class EvalConfig(ModelConfig, EvalSettings):
     log_generations: int = 0  # write this many generations to generations.jsonl (0: none)
     temperature: float = 0.0
 
 
-CONFIGS = {"sft": SFTConfig, "grpo": GRPOConfig, "ppo": PPOConfig, "eval": EvalConfig}
+CONFIGS = {"sft": SFTConfig, "grpo": GRPOConfig, "ppo": PPOConfig, "dpo": DPOConfig, "eval": EvalConfig}
 
 
 def _coerce(value: Any, current: Any, name: str) -> Any:
@@ -131,7 +166,7 @@ def _coerce(value: Any, current: Any, name: str) -> Any:
 
 
 def build_config(kind: str, values: dict | None = None):
-    """A config of kind "sft" | "grpo" | "ppo" | "eval" from a dict; unknown keys raise."""
+    """A config of kind "sft" | "grpo" | "ppo" | "dpo" | "eval" from a dict; unknown keys raise."""
     cls = CONFIGS[kind]
     cfg = cls()
     names = {f.name for f in dataclasses.fields(cls)}

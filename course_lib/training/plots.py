@@ -45,6 +45,7 @@ def _smooth(ys: list[float], window: int) -> list[float]:
 TRAIN_KEYS = {
     "sft": ["loss", "nll_per_token", "grad_norm", "lr"],
     "grpo": ["train_reward", "format_reward", "token_entropy", "response_length", "grad_norm", "clip_fraction"],
+    "dpo": ["loss", "reward_margin", "reward_accuracy", "chosen_log_probs", "rejected_log_probs", "grad_norm"],
 }
 
 
@@ -58,7 +59,8 @@ def plot_run(run_dir: str | os.PathLike, out: str | os.PathLike | None = None, k
     run_dir = Path(run_dir)
     records = read_metrics(run_dir)
     if kind is None:
-        kind = "grpo" if any("train_reward" in r for r in records) else "sft"
+        kind = ("dpo" if any("reward_margin" in r for r in records) else
+                "grpo" if any("train_reward" in r for r in records) else "sft")
     keys = [k for k in TRAIN_KEYS[kind] if _series(records, "train", k)[0]]
     has_eval = bool(_series(records, "eval", "answer_reward")[0])
     n = len(keys) + int(has_eval)
