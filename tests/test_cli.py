@@ -19,7 +19,7 @@ def test_config_files_load_and_overrides_parse():
     for path in sorted((REPO / "configs").glob("*.yaml")):
         if path.name == "demo.yaml":
             continue
-        kind = next(k for k in ("sft", "grpo", "ppo", "eval") if path.name.startswith(k))
+        kind = next(k for k in ("sft", "grpo", "ppo", "dpo", "eval") if path.name.startswith(k))
         load_config(kind, path)
     assert parse_overrides(["n_examples=null", "filter_correct=true", "steps=5"]) == {
         "n_examples": None, "filter_correct": True, "steps": 5}

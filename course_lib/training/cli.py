@@ -3,6 +3,7 @@
     python -m course_lib.training sft  --config configs/sft_tiny.yaml  [key=value ...]
     python -m course_lib.training grpo --config configs/grpo_tiny.yaml [key=value ...] [--resume]
     python -m course_lib.training ppo  --config configs/ppo_tiny.yaml  [key=value ...] [--resume]
+    python -m course_lib.training dpo  --config configs/dpo_tiny.yaml  [key=value ...] [--resume]
     python -m course_lib.training eval --config configs/eval_tiny.yaml model=runs/sft_tiny/model
 
 Every config field can be overridden as `key=value` (YAML scalars: `lr=3e-4`, `n_examples=null`).
@@ -26,7 +27,7 @@ from .config import load_config
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_lib.training", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["sft", "grpo", "ppo", "eval"])
+    parser.add_argument("command", choices=["sft", "grpo", "ppo", "dpo", "eval"])
     parser.add_argument("--config", help="YAML file of config fields")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in output_dir")
     parser.add_argument("--no-progress", action="store_true", help="no tqdm progress bars")
@@ -51,6 +52,10 @@ def main(argv: list[str] | None = None) -> int:
             from .ppo_trainer import train_ppo
 
             result = train_ppo(cfg, resume=args.resume, progress=progress)
+        elif args.command == "dpo":
+            from .dpo_trainer import train_dpo
+
+            result = train_dpo(cfg, resume=args.resume, progress=progress)
         else:
             return run_eval_command(cfg, progress)
     except NonFiniteLossError as e:
