@@ -90,9 +90,9 @@ def test_neither_trainer_imports_the_other():
 
 
 def test_the_trainers_call_their_seams_by_keyword():
-    """In the two training loops and what they share, a call with more than three arguments names them."""
+    """In the training loops and what they share, a call with more than three arguments names them."""
     positional = []
-    for name in ("grpo_trainer", "sft_trainer", "common"):
+    for name in ("grpo_trainer", "sft_trainer", "dpo_trainer", "common"):
         path = PACKAGE / "training" / f"{name}.py"
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and len(node.args) > 3:
