@@ -27,6 +27,10 @@ ARGS = {
 # critic (V = 0 already right) never moves and its resume would go untested
 ARGS["ppo"] = [a for a in ARGS["grpo"] if not a.startswith(("loss_type", "lr"))] + [
     "model=qwen2-sft", "sampling_max_tokens=100", "lr=1e-3", "critic_lr=1e-2", "lam=0.9"]
+# DPO from the tiny SFT model too, on its own samples (a random model's are never correct: no pair); the
+# resumed run must train on the checkpoint's pairs and reference log-probs, not rebuild them
+ARGS["dpo"] = ["model=qwen2-sft", "pairs=on_policy", "n_questions=16", "group_size=8", "max_pairs_per_group=2",
+               "sampling_max_tokens=100", "steps=8", "batch_size=4", "gradient_accumulation_steps=2", "lr=1e-4"]
 NOISY = {"step_time", "rollout_time"}
 
 
@@ -46,7 +50,7 @@ def train_records(out: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["sft", "grpo", "ppo"])
+@pytest.mark.parametrize("kind", ["sft", "grpo", "ppo", "dpo"])
 def test_sigkill_then_resume_matches_uninterrupted(kind, tmp_path):
     model = save_random_model(tmp_path / "model")
     full, killed = tmp_path / "full", tmp_path / "killed"
@@ -82,3 +86,8 @@ def test_sigkill_then_resume_matches_uninterrupted(kind, tmp_path):
         assert torch.allclose(wa[name], wb[name], atol=1e-6), name
     if kind == "ppo":  # the critic resumed too: its values after the resume are logged, and they matched above
         assert any(r["value_mean"] != 0 for r in b[2:]), "the critic never moved"
+    if kind == "dpo":  # the pairs and reference log-probs came back from the checkpoint, the same as the full run's
+        sa = torch.load(full / "checkpoints" / "step_000008" / "trainer_state.pt", weights_only=False)["extra"]
+        sb = torch.load(killed / "checkpoints" / "step_000008" / "trainer_state.pt", weights_only=False)["extra"]
+        assert sa["extra_state"]["pairs"] == sb["extra_state"]["pairs"]
+        assert torch.equal(sa["extra_state"]["ref_log_probs"], sb["extra_state"]["ref_log_probs"])
