@@ -45,7 +45,7 @@ def sequence_log_probs(model: torch.nn.Module, input_ids: torch.Tensor, labels: 
     counts = response_mask.sum(dim=-1)
     if bool((counts == 0).any()):
         row = int((counts == 0).nonzero()[0, 0])
-        raise ValueError(f"response_mask: row {row} has no response token (an empty response has no log-prob to compare)")
+        raise ValueError(f"response_mask: row {row} has no response token (an empty response has no log-prob)")
     log_probs = get_response_log_probs(model, input_ids, labels)["log_probs"]  # (B, T)
     # torch.where, not log_probs * mask: a padding position's log-prob never enters the sum
     total = torch.where(response_mask.bool(), log_probs, torch.zeros_like(log_probs)).sum(dim=-1)
@@ -79,8 +79,9 @@ def dpo_loss(policy_chosen_log_probs: torch.Tensor, policy_rejected_log_probs: t
     rejected = beta * (policy_rejected_log_probs - ref_rejected_log_probs.detach())
     margins = chosen - rejected
     loss = -F.logsigmoid(margins).mean()
-    metadata = {"chosen_rewards": chosen.detach(), "rejected_rewards": rejected.detach(),
-                "reward_margin": margins.detach().mean(), "reward_accuracy": (margins.detach() > 0).float().mean()}
+    margins = margins.detach()
+    metadata = {"chosen_rewards": chosen.detach(), "rejected_rewards": rejected.detach(), "reward_margin": margins.mean(),
+                "reward_accuracy": (margins > 0).to(margins.dtype).mean()}
     return loss, metadata
 
 

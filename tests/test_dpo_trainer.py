@@ -80,7 +80,7 @@ def test_margin_and_accuracy_rise_on_off_policy_pairs_and_the_kl_is_measured(sft
     held_out = problems(8, split="test")
     res = train_dpo(dict(SMALL, batch_size=8, n_questions=16, steps=6, lr=3e-4, eval_max_tokens=64,
                          kl_eval_prompts=8, eval_every=3),
-                    model=model, tokenizer=tok, pairs="off_policy", eval_data=held_out, progress=False)
+                    model=model, tokenizer=tok, pair_source="off_policy", eval_data=held_out, progress=False)
     train = [m for m in res.metrics if m["kind"] == "train"]
     assert [m["step"] for m in train] == list(range(1, 7))
     assert len(res.pairs) == 16 and res.pairs == off_policy_pairs(as_r1_zero(problems(16), ("prompt", "output",
@@ -128,7 +128,7 @@ def test_a_bad_pair_is_named(sft, gold_pairs, edit, message):
 
 @pytest.mark.parametrize("bad, message", [
     ({"beta": 0.0}, "beta must be > 0"),
-    ({"pairs": "gold"}, "pairs must be one of on_policy, off_policy"),
+    ({"pair_source": "gold"}, "pair_source must be one of on_policy, off_policy"),
     ({"batch_size": 6, "gradient_accumulation_steps": 4}, r"batch_size \(6\) must be divisible by gradient_acc"),
     ({"group_size": 1}, "group_size must be >= 2"),
 ])
@@ -156,7 +156,7 @@ def test_a_non_finite_loss_stops_the_run(sft, gold_pairs):
 
 def test_on_policy_pairs_are_graded_samples_and_seeded(sft):
     model, tok = sft
-    cfg = dict(pairs="on_policy", n_questions=12, group_size=8, sampling_max_tokens=100, max_pairs_per_group=2)
+    cfg = dict(pair_source="on_policy", n_questions=12, group_size=8, sampling_max_tokens=100, max_pairs_per_group=2)
     questions = as_r1_zero(problems(12))
     pairs = build_pairs(cfg, model, tok)
     assert pairs, "12 questions x 8 samples of the SFT model should give a pair"
@@ -183,7 +183,7 @@ def test_the_exact_kl_of_a_policy_to_itself_is_zero(sft):
 
 
 def test_a_resumed_run_takes_its_pairs_and_reference_log_probs_from_the_checkpoint(sft, gold_pairs, tmp_path):
-    cfg = dict(SMALL, pairs="off_policy", n_questions=8, steps=3, checkpoint_every=1, keep_checkpoints=5,
+    cfg = dict(SMALL, pair_source="off_policy", n_questions=8, steps=3, checkpoint_every=1, keep_checkpoints=5,
                output_dir=str(tmp_path))
     full = train_dpo(cfg, model=copy.deepcopy(sft[0]), tokenizer=sft[1], progress=False)
     (tmp_path / "checkpoints" / "latest").write_text("step_000002")  # as if killed after step 2

@@ -115,8 +115,8 @@ class DPOConfig(ModelConfig, EvalSettings):
 
     model: str = "qwen2-sft"  # DPO starts from an SFT policy, as RL does; it is also the frozen reference
     train_split: str = "train"
-    pairs: str = "on_policy"  # on_policy: the policy's own samples, correct against wrong; off_policy: gold against
-    #                           the gold with its answer changed (course_lib.preferences)
+    pair_source: str = "on_policy"  # on_policy: the policy's own samples, correct against wrong; off_policy: gold
+    #                                 against the gold with its answer changed (course_lib.preferences)
     n_questions: int | None = 256  # build pairs from the first N questions of the split; None: all
     group_size: int = 8  # on_policy: samples per question
     max_pairs_per_group: int = 1  # on_policy: pairs taken from one question's group at most

@@ -57,8 +57,8 @@ PAIR_FIELDS = ("prompt", "chosen", "rejected")
 
 def check_dpo_config(cfg: DPOConfig) -> None:
     """The settings DPO cannot run with, each named."""
-    if cfg.pairs not in PAIR_SOURCES:
-        raise ValueError(f"pairs must be one of {', '.join(PAIR_SOURCES)}, not {cfg.pairs!r}")
+    if cfg.pair_source not in PAIR_SOURCES:
+        raise ValueError(f"pair_source must be one of {', '.join(PAIR_SOURCES)}, not {cfg.pair_source!r}")
     if not cfg.beta > 0:
         raise ValueError(f"beta must be > 0, got {cfg.beta}")
     for name in ("batch_size", "gradient_accumulation_steps", "max_pairs_per_group"):
@@ -67,9 +67,9 @@ def check_dpo_config(cfg: DPOConfig) -> None:
     if cfg.batch_size % cfg.gradient_accumulation_steps != 0:
         raise ValueError(f"batch_size ({cfg.batch_size}) must be divisible by gradient_accumulation_steps "
                          f"({cfg.gradient_accumulation_steps})")
-    if cfg.pairs == "on_policy" and cfg.group_size < 2:
+    if cfg.pair_source == "on_policy" and cfg.group_size < 2:
         raise ValueError(f"group_size must be >= 2 for on_policy pairs (a pair takes two samples), got {cfg.group_size}")
-    if cfg.pairs == "on_policy" and not cfg.sampling_temperature > 0:
+    if cfg.pair_source == "on_policy" and not cfg.sampling_temperature > 0:
         raise ValueError("sampling_temperature must be > 0 for on_policy pairs: greedy samples of one question are "
                          "identical and pair nothing")
     if cfg.n_questions is not None and cfg.n_questions < 1:
@@ -128,7 +128,7 @@ def build_pairs(cfg: DPOConfig | dict | None, model, tokenizer, questions: list[
     """
     cfg = resolve_config("dpo", cfg, {})
     check_dpo_config(cfg)
-    if cfg.pairs == "off_policy":
+    if cfg.pair_source == "off_policy":
         records = load_records(cfg, split=cfg.train_split, records=questions, need=("prompt", "output", "ground_truth"),
                                first=cfg.n_questions)
         return off_policy_pairs(records)
@@ -152,7 +152,7 @@ def pair_rows(tokenizer, pairs: list[dict]) -> dict[str, torch.Tensor]:
     return tokenize_prompt_and_output(prompts, responses, tokenizer)
 
 
-def _pair_log_probs(model, tokenizer, pairs: list[dict], average: bool, sequence_log_probs_fn) -> torch.Tensor:
+def pair_log_probs(model, tokenizer, pairs: list[dict], average: bool, sequence_log_probs_fn) -> torch.Tensor:
     """(B, 2) [chosen, rejected] sequence log-probs of `pairs` under `model`: one forward of the 2B rows."""
     device = next(model.parameters()).device
     batch = {k: v.to(device) for k, v in pair_rows(tokenizer, pairs).items()}
@@ -174,7 +174,7 @@ def reference_log_probs(reference, tokenizer, pairs: list[dict], batch_size: int
     was_training = reference.training
     reference.eval()
     try:
-        chunks = [_pair_log_probs(reference, tokenizer, pairs[start : start + batch_size], average=average,
+        chunks = [pair_log_probs(reference, tokenizer, pairs[start : start + batch_size], average=average,
                                   sequence_log_probs_fn=sequence_log_probs_fn).float().cpu()
                   for start in range(0, len(pairs), batch_size)]
     finally:
@@ -207,7 +207,7 @@ def dpo_train_step(*, model, tokenizer, optimizer, batch_pairs: list[dict], ref_
                          "chosen_log_probs", "rejected_log_probs"), 0.0)
     for j in range(k):
         rows = slice(j * micro, (j + 1) * micro)
-        policy = _pair_log_probs(model, tokenizer, batch_pairs[rows], average=average,
+        policy = pair_log_probs(model, tokenizer, batch_pairs[rows], average=average,
                                  sequence_log_probs_fn=sequence_log_probs_fn)  # (micro, 2)
         ref = ref_log_probs[rows].to(device=policy.device, dtype=policy.dtype)
         loss, meta = loss_fn(policy_chosen_log_probs=policy[:, 0], policy_rejected_log_probs=policy[:, 1],
@@ -321,15 +321,13 @@ def train_dpo(
 
     Args: as `train_sft`, and
         pairs: preference pairs {"prompt", "chosen", "rejected"} (default: `build_pairs` from the starting
-            policy); a string instead sets the config's `pairs` ("on_policy" | "off_policy").
+            policy, as the config's `pair_source` says: "on_policy" | "off_policy").
         reference: the frozen reference (default: a copy of `model` before any checkpoint is restored).
         ref_log_probs: (N, 2) [chosen, rejected] reference log-probs of `pairs` (default: computed once, before
             the first step, by `reference_log_probs`).
         step_fn, sequence_log_probs_fn, loss_fn: the step and the graded functions it calls, injectable.
         resume: continue from the latest checkpoint in `output_dir`, with its pairs and reference log-probs.
     """
-    if isinstance(pairs, str):
-        overrides, pairs = {**overrides, "pairs": pairs}, None
     cfg = resolve_config("dpo", config, overrides)
     check_dpo_config(cfg)
     if resume and not cfg.output_dir:
