@@ -117,9 +117,12 @@ def _sample_responses(cfg: DPOConfig, model, tokenizer, prompts: list[str]) -> l
     return [r.text for r in rollouts]
 
 
-def build_pairs(cfg: DPOConfig | dict | None, model, tokenizer, questions: list[dict] | None = None) -> list[dict]:
+def build_pairs(cfg: DPOConfig | dict | None, model, tokenizer, questions: list[dict] | None = None, *,
+                on_policy_pairs_fn: Callable = on_policy_pairs, off_policy_pairs_fn: Callable = off_policy_pairs
+                ) -> list[dict]:
     """The run's preference pairs {"prompt", "chosen", "rejected", "ground_truth"}, from the first `n_questions`
-    of `questions` (default: the config's train split).
+    of `questions` (default: the config's train split). The two graded pairing functions are injectable
+    (notebook 12 passes the student's own).
 
     on_policy: `group_size` samples per question from `model` at `sampling_temperature` (seed `cfg.seed`: the
     same config gives the same pairs), paired by `on_policy_pairs(r1_zero_reward_fn, ...)`; a pair with an
@@ -131,11 +134,11 @@ def build_pairs(cfg: DPOConfig | dict | None, model, tokenizer, questions: list[
     if cfg.pair_source == "off_policy":
         records = load_records(cfg, split=cfg.train_split, records=questions, need=("prompt", "output", "ground_truth"),
                                first=cfg.n_questions)
-        return off_policy_pairs(records)
+        return off_policy_pairs_fn(records)
     records = load_records(cfg, split=cfg.train_split, records=questions, need=("prompt", "ground_truth"),
                            first=cfg.n_questions)
     responses = _sample_responses(cfg, model, tokenizer, prompts=[q["prompt"] for q in records])
-    pairs = on_policy_pairs(r1_zero_reward_fn, prompts=[q["prompt"] for q in records for _ in range(cfg.group_size)],
+    pairs = on_policy_pairs_fn(r1_zero_reward_fn, prompts=[q["prompt"] for q in records for _ in range(cfg.group_size)],
                             responses=responses,
                             ground_truths=[q["ground_truth"] for q in records for _ in range(cfg.group_size)],
                             group_size=cfg.group_size, max_pairs_per_group=cfg.max_pairs_per_group)

@@ -194,6 +194,20 @@ CORRECT = {
                 total = total / lengths.double()
             return total.to(out_dtype)
     """,
+    # notebook 03's released get_response_log_probs and 04's masked_normalize (open to notebook 12)
+    "earlier_notebooks_functions": """
+        import torch
+        from course_lib import get_response_log_probs, masked_normalize
+        def sequence_log_probs(model, input_ids, labels, response_mask, average=False):
+            if response_mask.shape != labels.shape:
+                raise ValueError("response_mask and labels must have one shape")
+            counts = response_mask.sum(-1)
+            if bool((counts == 0).any()):
+                raise ValueError("a row has no response token")
+            lp = get_response_log_probs(model, input_ids, labels)["log_probs"]
+            total = masked_normalize(lp, response_mask.bool(), dim=-1)
+            return total / counts.to(total.dtype) if average else total
+    """,
 }
 
 SHAPE = """        if response_mask.shape != labels.shape:
@@ -210,7 +224,8 @@ SUMS = ["float32_sum_B3_T10", "explicit_average_false_B3_T9", "float64_sum_B3_T9
 AVERAGES = ["float32_average_B3_T10", "float64_average_B4_T8", "rows_of_very_different_lengths_average_B4_T24"]
 MISTAKES = {
     "mean_where_the_sum_is_asked": (edited(BASE, (RET, "return total / counts")), SUMS),
-    "default_average_true": (edited(BASE, ("average=False", "average=True")), ["float32_sum_B3_T10", "B1_T7"]),
+    "default_average_true": (edited(BASE, ("average=False", "average=True")),
+                             ["float32_sum_B3_T10", "rows_of_very_different_lengths_sum_B4_T24"]),
     "average_ignored": (edited(BASE, (RET, "return total")), AVERAGES),
     # one division by the batch's response-token count
     "mean_over_the_batch_token_count": (edited(BASE, (RET, "return total / keep.sum() if average else total")),
