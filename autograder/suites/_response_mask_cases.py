@@ -1,4 +1,4 @@
-"""Response masks the suites of notebook 11 share (`token_level_rewards`, `compute_gae`): one
+"""Response masks the suites share (`token_level_rewards`, `compute_gae`, `sequence_log_probs`): one
 contiguous run of response positions per row (prompt, response, padding), drawn from one generator.
 
 Grader side only: each suite imports it inside its `make_inputs`, which a suite's harness (what

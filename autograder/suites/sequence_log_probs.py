@@ -63,12 +63,11 @@ class TinyCausalLM(torch.nn.Module):
 
 
 def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
+    from ._response_mask_cases import MaskDraw
+
     def spans(T, starts, lengths):
         """A (B, T) bool mask: row i keeps label positions starts[i] .. starts[i] + lengths[i] - 1."""
-        m = torch.zeros(len(starts), T, dtype=torch.bool)
-        for i, (s, n) in enumerate(zip(starts, lengths)):
-            m[i, s:s + n] = True
-        return m
+        return MaskDraw.mask_of(T, list(zip(starts, lengths)))
 
     def responses(B, T):
         """A prompt then a response in every row; with B > 1 the last row runs to the end (no padding),
