@@ -272,18 +272,18 @@ from typing import Callable
 from course_lib import r1_zero_reward_fn
 
 # %% [tests] on_policy_pairs 2
-right, right_b = " 2 + 3 = 5 </think> <answer> 5 </answer>", " 5 </think> <answer> 5 </answer>"
-wrong_a, wrong_b = " 2 + 3 = 6 </think> <answer> 6 </answer>", " no idea"
-prompts, truths = ["P1"] * 4 + ["P2"] * 4 + ["P3"] * 4, ["5"] * 12
+right, right_b = " 17 * 3 = 51 apples </think> <answer> 51 </answer>", " that makes 51 </think> <answer> 51 </answer>"
+wrong_a, wrong_b = " 17 * 3 = 41 apples </think> <answer> 41 </answer>", " no idea"
+prompts, truths = ["P1"] * 4 + ["P2"] * 4 + ["P3"] * 4, ["51"] * 12
 responses = [wrong_a, right, wrong_a, right_b] + [right] * 4 + [wrong_b, right, wrong_a, right_b]
 got = on_policy_pairs(r1_zero_reward_fn, prompts, responses, truths, group_size=4, max_pairs_per_group=2)
 expect(isinstance(got, list) and all(isinstance(p, dict) for p in got), "return a list of dicts")
 expect(len(got) == 0 or got[0]["chosen"] == right, "the chosen response is the one the reward function grades correct")
 expect(not any(p["prompt"] == "P2" for p in got), "a group whose responses are all correct gives no pair")
 expect(sum(p["prompt"] == "P1" for p in got) == 1, "a text repeated in a group counts once: group P1 has one distinct wrong response, so one pair")
-want = [{"prompt": "P1", "chosen": right, "rejected": wrong_a, "ground_truth": "5"},
-        {"prompt": "P3", "chosen": right, "rejected": wrong_b, "ground_truth": "5"},
-        {"prompt": "P3", "chosen": right_b, "rejected": wrong_a, "ground_truth": "5"}]
+want = [{"prompt": "P1", "chosen": right, "rejected": wrong_a, "ground_truth": "51"},
+        {"prompt": "P3", "chosen": right, "rejected": wrong_b, "ground_truth": "51"},
+        {"prompt": "P3", "chosen": right_b, "rejected": wrong_a, "ground_truth": "51"}]
 expect(got == want, "pair the k-th distinct correct with the k-th distinct wrong response of the same group, in order")
 print("all visible checks passed")
 ### BEGIN HIDDEN TESTS

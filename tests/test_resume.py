@@ -29,7 +29,7 @@ ARGS["ppo"] = [a for a in ARGS["grpo"] if not a.startswith(("loss_type", "lr"))]
     "model=qwen2-sft", "sampling_max_tokens=100", "lr=1e-3", "critic_lr=1e-2", "lam=0.9"]
 # DPO from the tiny SFT model too, on its own samples (a random model's are never correct: no pair); the
 # resumed run must train on the checkpoint's pairs and reference log-probs, not rebuild them
-ARGS["dpo"] = ["model=qwen2-sft", "pairs=on_policy", "n_questions=16", "group_size=8", "max_pairs_per_group=2",
+ARGS["dpo"] = ["model=qwen2-sft", "pair_source=on_policy", "n_questions=16", "group_size=8", "max_pairs_per_group=2",
                "sampling_max_tokens=100", "steps=8", "batch_size=4", "gradient_accumulation_steps=2", "lr=1e-4"]
 NOISY = {"step_time", "rollout_time"}
 
