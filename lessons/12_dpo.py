@@ -613,10 +613,11 @@ print(f"DPO's one-time costs: sampling the on-policy pairs {RESULTS['seeds'][0][
 
 # %% [markdown]
 # Measured (one core): a DPO step on 32 pairs took 1.53 s against 1.40 s for a GRPO step on 64
-# responses, sampling included. **DPO's step was not cheaper here.** Its rows carry the 150-token
-# r1_zero prompt twice per pair, so it runs more tokens forward and backward than GRPO's update,
-# and on a model this small sampling is cheap (the fast engine, notebook 09) while GRPO's update
-# skips the groups whose advantages are all 0. What DPO saves is the *online* sampling: its pairs
+# responses, sampling included. **DPO's step was not cheaper here.** Both put 64 rows of prompt
+# (about 150 tokens) and response through the model; GRPO's packed update skips the rows whose
+# advantage is exactly 0 (about half of the demo's groups in notebook 09), and on a model this small sampling is
+# cheap (the fast engine). Not measured: how each step's seconds divide between forward,
+# backward and sampling. What DPO saves is the *online* sampling: its pairs
 # were sampled once (16 s) and its reference scored once (2.6 s for 158 pairs); with a 1.5B policy,
 # where generation dominates an RL step, that is the saving the method is known for. Not measured
 # here: the same comparison on a GPU.
@@ -624,8 +625,9 @@ print(f"DPO's one-time costs: sampling the on-policy pairs {RESULTS['seeds'][0][
 # ## Pitfalls from practice
 #
 # - **Sum, not mean, and never the prompt.** DPO's $\log\pi(y|x)$ is the sum over the response's
-#   tokens; a mean changes the objective (it no longer prefers shorter wrong answers less), and the
-#   prompt's tokens, the same in both rows, add noise to every number logged per response.
+#   tokens; a mean is another objective (length-normalised variants such as SimPO use it, with
+#   their own settings). The prompt's tokens cancel in the margin (they are the same in both rows)
+#   but swamp every per-response number logged, the chosen and rejected log-probs among them.
 # - **logsigmoid.** `log(sigmoid(x))` is $-\infty$ at $x = -200$ in float32, exactly where a pair is
 #   ranked most wrongly.
 # - **The reference is data.** Scored once, in eval mode, without gradient, from the frozen start;

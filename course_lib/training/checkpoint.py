@@ -196,7 +196,6 @@ def restore_checkpoint(cfg, resume: bool, model, optimizer, scheduler, extra_sta
     return state["step"]
 
 
-
 def saved_extra_state(output_dir) -> dict | None:
     """The trainer extra state of the latest checkpoint in `output_dir` (None when there is no checkpoint),
     read before the run's optimizer exists: DPO's pairs decide its number of steps, hence its schedule.
@@ -210,6 +209,7 @@ def saved_extra_state(output_dir) -> dict | None:
         raise ValueError(f"checkpoint {ckpt} holds no trainer extra state (was it written by another trainer? "
                          f"its kind: {state.get('extra', {}).get('kind')!r})")
     return saved
+
 
 def write_run_config(output_dir, kind: str, cfg) -> None:
     """`output_dir/config.json`: the run's kind and every setting, for the record."""
