@@ -24,6 +24,7 @@ import os
 import resource
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -32,6 +33,7 @@ from typing import NamedTuple
 
 OUTPUT_LIMIT = 64 * 2**20  # bytes per file a limited process writes (its output, a notebook)
 MAX_PROCESSES = 512  # processes and threads of one slot
+CLOSE_PATIENCE = 30.0  # seconds a slot's cgroup may take to empty when it is closed
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 SLOT_NAME = "course-slot"
 _counter = itertools.count()
@@ -113,7 +115,7 @@ class Cgroup:
                     continue  # its maker still runs
                 if len(fields) < 3 and _start_time(int(fields[0])) is not None:
                     continue  # a name without a start time whose pid is in use: it may be its maker's
-                cls(path, controller, version).close()
+                cls(path, controller, version).close(patience=2.0)
                 if not path.exists():
                     removed.append(path)
         return removed
@@ -146,13 +148,22 @@ class Cgroup:
             return _event(self.path / "memory.events", "oom_kill")
         return _event(self.path / "memory.oom_control", "oom_kill")
 
-    def close(self) -> None:
-        """Kill every process left in the cgroup and remove it."""
-        for _ in range(100):
+    def close(self, patience: float = CLOSE_PATIENCE) -> bool:
+        """Kill every process left in the cgroup and remove it, trying for up to `patience` seconds
+        (a process killed in the middle of a large allocation can take seconds to leave); True once
+        removed. What still holds it after that is reported on stderr, and the next process that
+        makes a slot removes it (`sweep`)."""
+        deadline = time.monotonic() + patience
+        while True:
             for pid in self.pids():
                 _kill(pid)
             if _rmdir(self.path):
-                return
+                return True
+            if time.monotonic() > deadline:
+                left = {pid: _state(pid) for pid in self.pids()}
+                print(f"autograder.limits: could not remove {self.path} in {patience:.0f} s; processes left: "
+                      f"{left or 'none listed'}", file=sys.stderr)
+                return False
             time.sleep(0.05)
 
 
@@ -180,6 +191,15 @@ def _rmdir(path: Path) -> bool:
         return True
     except OSError:
         return False
+
+
+def _state(pid: int) -> str:
+    """A process's state letter and name (/proc/<pid>/stat), for a report."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return f"{stat.rsplit(')', 1)[1].split()[0]} {stat[stat.find('(') + 1:stat.rfind(')')]}"
+    except OSError:
+        return "gone"
 
 
 def _kill(pid: int) -> None:
