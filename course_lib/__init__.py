@@ -1,8 +1,9 @@
 """course_lib: the reference implementation of every graded function of the course.
 
 Each graded function exists once, in a module at this top level (`tokenization`, `gsm8k`,
-`logprobs`, `masking`, `sft`, `grpo`, `rewards`, `kl`, `ppo`, `softcap`); the solution notebooks show this same
-code and the autograder's hidden cases are generated from it. Everything else lives in rooms:
+`logprobs`, `masking`, `sft`, `grpo`, `rewards`, `kl`, `ppo`, `dpo`, `preferences`, `softcap`,
+`thinking`); the solution notebooks show this same code and the autograder's hidden cases are
+generated from it. Everything else lives in rooms:
 
 - `course_lib.training`: configs, model loading, the SFT and GRPO trainers, evaluation, plots, the
   command line and `make demo`;
@@ -41,6 +42,14 @@ from .preferences import off_policy_pairs, on_policy_pairs
 from .rewards import evaluate, r1_zero_reward_fn
 from .sft import sft_microbatch_train_step, sft_train_step
 from .softcap import chunked_response_log_probs, final_logits_softcap
+from .thinking import (
+    assistant_loss_mask,
+    remove_empty_think,
+    render_conversation,
+    split_reasoning,
+    thinking_flags,
+    thinking_format_reward,
+)
 from .tokenization import tokenize_prompt_and_output
 
 # The embedded tiny world (data generator, tiny models); imported lazily by name so that
@@ -64,6 +73,7 @@ __all__ = [
     "DataFormatError",
     "approx_kl",
     "as_r1_zero",
+    "assistant_loss_mask",
     "chunked_response_log_probs",
     "compute_entropy",
     "compute_gae",
@@ -101,9 +111,14 @@ __all__ = [
     "r1_zero_prompt_template",
     "r1_zero_reward_fn",
     "read_jsonl",
+    "remove_empty_think",
+    "render_conversation",
     "sequence_log_probs",
     "sft_microbatch_train_step",
     "sft_train_step",
+    "split_reasoning",
+    "thinking_flags",
+    "thinking_format_reward",
     "token_level_rewards",
     "tokenize_prompt_and_output",
     "value_loss",

@@ -52,6 +52,54 @@ CHAT_TEMPLATE = (
     "{%- endif -%}"
 )
 
+# A chat template in the style of Qwen3's (its published template, without tools, function calls
+# and the `reasoning_content` field), with the opposite default of the course's: the switch is
+# `enable_thinking`; by default (undefined or true) the generation prompt is `<|im_start|>assistant\n`
+# alone and the model writes its own `<think>`; `enable_thinking=false` ends the prompt with an
+# empty `<think>\n\n</think>\n\n` block. As in Qwen3's, an assistant turn before the last user
+# message loses its reasoning: of a content holding `</think>`, the text after its last `</think>`,
+# leading newlines removed, is rendered. One simplification: an assistant turn after the last user
+# message is rendered as it is (Qwen3's rebuilds it as `<think>\n` + reasoning + `\n</think>\n\n` +
+# answer, adding an empty block to a reply without one), so a conversation rendered whole is its
+# prompt with the generation prompt, then the rest of the reply and `<|im_end|>\n`. Not the course
+# tokenizer's template (`data/tokenizer/` keeps CHAT_TEMPLATE): `with_chat_template` sets it on a copy.
+QWEN3_STYLE_TEMPLATE = (
+    "{%- if messages[0]['role'] == 'system' -%}"
+    "{{ '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
+    "{%- endif -%}"
+    "{%- set ns = namespace(last_query_index=messages|length - 1) -%}"
+    "{%- for message in messages -%}"
+    "{%- if message['role'] == 'user' -%}{%- set ns.last_query_index = loop.index0 -%}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- for message in messages -%}"
+    "{%- if message['role'] == 'user' or (message['role'] == 'system' and not loop.first) -%}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- elif message['role'] == 'assistant' -%}"
+    "{%- set content = message['content'] -%}"
+    "{%- if loop.index0 < ns.last_query_index and '</think>' in content -%}"
+    "{%- set content = content.split('</think>')[-1].lstrip('\\n') -%}"
+    "{%- endif -%}"
+    "{{ '<|im_start|>assistant\\n' + content + '<|im_end|>\\n' }}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}"
+    "{{ '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false -%}"
+    "{{ '<think>\\n\\n</think>\\n\\n' }}"
+    "{%- endif -%}"
+    "{%- endif -%}"
+)
+
+
+def with_chat_template(tokenizer, template: str):
+    """A copy of `tokenizer` whose chat template is `template` (e.g. QWEN3_STYLE_TEMPLATE), so that
+    `apply_chat_template` runs that Jinja; `tokenizer` itself is left as it is."""
+    import copy
+
+    out = copy.deepcopy(tokenizer)
+    out.chat_template = template
+    return out
+
 
 def training_corpus(seed: int = 0, n_problems: int = 6000, n_facts: int = 4000) -> list[str]:
     """Texts the BPE is trained on: r1_zero prompts and outputs, plain Q/A text, equations, chats."""
