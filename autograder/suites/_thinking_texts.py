@@ -1,0 +1,26 @@
+"""What the hidden cases of notebook 13 (thinking modes) are made of: arithmetic questions with
+their worked reasoning and answer, drawn at random. Grader side only: the suites import it inside
+make_inputs, which a harness leaves out; their `call` needs nothing of it."""
+
+from __future__ import annotations
+
+import torch
+
+EMPTY = "<think>\n\n</think>\n\n"
+
+
+def draw_problems(gen: torch.Generator, n: int) -> list[dict]:
+    """n distinct arithmetic problems: {"question", "reasoning" (the worked lines), "answer" (the number)}."""
+    from course_lib import load_problems
+
+    problems = load_problems("arith", "train")
+    out = []
+    for i in torch.randperm(len(problems), generator=gen)[:n].tolist():
+        reasoning, _, answer = problems[i]["answer"].rpartition("####")
+        out.append({"question": problems[i]["question"], "reasoning": reasoning.strip(), "answer": answer.strip()})
+    return out
+
+
+def draw_int(gen: torch.Generator, low: int, high: int) -> int:
+    return int(torch.randint(low, high, (), generator=gen))
+
