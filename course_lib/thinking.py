@@ -74,7 +74,7 @@ def remove_empty_think(targets: list[str], keep_prob: float, generator: torch.Ge
 
     u = torch.rand(len(targets), generator=generator): one draw per target, for every target (in
     order, whatever it holds). A target that starts with `<think>\\n\\n</think>\\n\\n` keeps it iff
-    u[i] < keep_prob; otherwise those 18 characters are removed and the rest is left as it is. Any
+    u[i] < keep_prob; otherwise the block (19 characters) is removed and the rest is left as it is. Any
     other target (a non-empty block, no block, an empty block elsewhere) is returned unchanged.
 
     ValueError: keep_prob outside [0, 1].
