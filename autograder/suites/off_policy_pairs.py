@@ -61,7 +61,7 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
                                               ex(9, f" so {k} </think> <answer>\n{k}\n</answer>", str(k)),
                                               ex(10, f" so {k} </think> <answer>   {k}\t</answer>", str(k))])),
         ("block_differs_from_ground_truth", case([ex(11, f" 1000 + 80, as {k} said </think> <answer> 1,080 </answer>", "1080"),
-                                                  ex(0, f" </think> <answer> {k}.0 </answer>", str(k))])),
+                                                  ex(0, f" {k}.0 it is </think> <answer> {k}.0 </answer>", str(k))])),
         ("text_after_the_block", case([ex(1, f" {k} </think> <answer> {k} </answer>\nDone.", str(k)),
                                        ex(2, f" {k} </think> <answer> {k} </answer> <|endoftext|>", str(k))])),
         ("extra_fields_stay_out_of_the_pair", case([{**dict(records[3]), "question": picked[3]["question"],

@@ -57,7 +57,7 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
         return {
             "c1": out,
             "c2": f"{head}<answer> {n}.0 </answer>",  # the same value written otherwise
-            "c3": f" {n} </think> <answer> {n} </answer>",
+            "c3": f" it is {n}, then </think> <answer> {n} </answer>",
             "c4": f" I add them up and get {n}. </think> <answer> {n} </answer>",
             "w1": f"{head}<answer> {n + 1} </answer>",  # the answer changed
             "w2": f" I guess {n - 1}. </think> <answer> {n - 1} </answer>",
