@@ -11,6 +11,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Callable
 
 from .paths import DATA_DIR, PROMPTS_DIR
 
@@ -27,8 +28,10 @@ class DataFormatError(ValueError):
     """A data file is malformed; the message names the file and the line."""
 
 
-def read_jsonl(path: str | os.PathLike, required_fields: tuple[str, ...] = REQUIRED_FIELDS) -> list[dict]:
-    """Read a jsonl file of objects, each holding `required_fields` as strings.
+def read_jsonl(path: str | os.PathLike, required_fields: tuple[str, ...] = REQUIRED_FIELDS,
+               check: Callable[[dict], str | None] | None = None) -> list[dict]:
+    """Read a jsonl file of objects, each holding `required_fields` as strings (and passing `check`,
+    which returns what is wrong with a record, or None).
 
     Blank lines are skipped. Any other malformed line raises `DataFormatError` naming the file
     and the 1-based line number, so a bad record never silently disappears from a run.
@@ -50,6 +53,9 @@ def read_jsonl(path: str | os.PathLike, required_fields: tuple[str, ...] = REQUI
                     raise DataFormatError(f"{path}:{lineno}: missing field {field!r}")
                 if not isinstance(record[field], str):
                     raise DataFormatError(f"{path}:{lineno}: field {field!r} must be a string")
+            problem = check(record) if check is not None else None
+            if problem:
+                raise DataFormatError(f"{path}:{lineno}: {problem}")
             records.append(record)
     return records
 

@@ -5,7 +5,8 @@
     python scripts/make_world.py base        # data/tiny/qwen2-base/  (pretraining, ~10 min on 2 cores)
     python scripts/make_world.py gemma       # data/tiny/gemma2-softcap/          (~2 min)
     python scripts/make_world.py sft         # data/tiny/qwen2-sft/   (the demo's SFT stage, ~1 min)
-    python scripts/make_world.py all         # the five in order
+    python scripts/make_world.py think       # data/think/train.jsonl, data/tiny/qwen2-think/ (~1 min)
+    python scripts/make_world.py all         # the six in order
 
 Every step is seeded (`--seed`, default 0) and stops by step count, never by wall time, so the
 same command gives the same files on the same software (CPU float32 kernels may still differ
@@ -42,6 +43,7 @@ from course_lib.world.tiny_models import TINY_MODELS, TOKENIZER_DIR  # noqa: E40
 N_TRAIN, N_TEST = 10_000, 1_000
 SEQ_LEN = 256
 BASE = dict(steps=1500, batch_size=32, lr=3e-3, warmup=30, weight_decay=0.1)
+THINK = dict(problems=2000, keep_prob=1.0, steps=150, lr=1e-3)
 GEMMA = dict(steps=100, batch_size=8, lr=3e-3, warmup=20, weight_decay=0.0, target_gap=0.5,
              target_max_logit_over_cap=1.2)
 
@@ -297,7 +299,43 @@ def step_sft(seed: int) -> None:
     })
 
 
-STEPS = {"data": step_data, "tokenizer": step_tokenizer, "base": step_base, "gemma": step_gemma, "sft": step_sft}
+def step_think(seed: int) -> None:
+    """Notebook 13's world: `data/think/train.jsonl`, single-turn chat conversations of the first
+    THINK["problems"] training problems, half of them (drawn) answered after the worked steps in
+    `<think>`, half directly after an empty block; and `qwen2-think`, `qwen2-base` after SFT on
+    them with every empty block kept (the keep rate that follows both modes best in
+    `benchmarks/thinking_13.py`). The arith data, the other models and their figures are untouched."""
+    from course_lib.training.config import build_config
+    from course_lib.training.sft_trainer import train_sft
+    from course_lib.training.thinking import conversations, evaluate_modes, load_conversations, sft_records
+    from course_lib.rollouts import make_engine
+    from course_lib.world.tiny_models import load_tiny
+
+    convs = conversations(load_problems("arith", "train")[: THINK["problems"]], thinking_share=0.5, seed=seed)
+    path = DATA_DIR / "think" / "train.jsonl"
+    write_jsonl(convs, path)
+    convs = load_conversations(path)
+    print(f"think: {len(convs)} conversations ({sum(c['thinking'] for c in convs)} thinking) in {path}")
+    records = sft_records(convs, keep_prob=THINK["keep_prob"], seed=seed + 1)
+    settings = {"lr": THINK["lr"], "steps": THINK["steps"], "batch_size": 32, "warmup_steps": 10,
+                "eval_examples": 0, "seed": seed}
+    model, tok = load_tiny("qwen2-base")
+    t0 = time.time()
+    run = train_sft(build_config("sft", settings), model=model, tokenizer=tok, train_data=records, eval_data=[],
+                    progress=False)
+    train_s = time.time() - t0
+    modes = evaluate_modes(make_engine("fast", run.model, tok), tok, load_problems("arith", "test")[:500])
+    metrics = {mode: {k: round(v[k], 4) for k in ("followed", "accuracy", "tokens", "n")} for mode, v in modes.items()}
+    print(f"  think: {metrics}")
+    save_model(run.model, tok, TINY_MODELS["qwen2-think"], {
+        "built_by": "python scripts/make_world.py think", "seed": seed, "from": "qwen2-base",
+        "data": "data/think/train.jsonl", "keep_prob": THINK["keep_prob"], "train": settings,
+        "train_seconds": round(train_s, 1), "eval_greedy_first_500_test_qwen3_template": metrics,
+    })
+
+
+STEPS = {"data": step_data, "tokenizer": step_tokenizer, "base": step_base, "gemma": step_gemma, "sft": step_sft,
+         "think": step_think}
 
 
 def main(argv=None) -> None:

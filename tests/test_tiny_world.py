@@ -298,3 +298,19 @@ def test_gemma_softcap_changes_sampled_log_probs(gemma, splits):
     assert gap >= 0.1, f"mean log-prob gap {gap:.3f} nat"
     # and greedy decoding cannot see it: tanh is monotone, so the argmax is the same
     assert torch.equal(out.logits.argmax(-1), raw.argmax(-1))
+
+
+def test_think_model_follows_both_modes_and_only_thinking_gets_answers_right():
+    """`qwen2-think`, notebook 13's start: asked to think it writes the worked steps in `<think>`, asked
+    not to it writes the answer block alone, and the thinking is what gets answers right (its build
+    measured on 500 test problems: see its build_info.json)."""
+    from course_lib.rollouts import make_engine
+    from course_lib.training.thinking import evaluate_modes, load_conversations
+
+    convs = load_conversations()
+    assert len(convs) == 2000 and 900 <= sum(c["thinking"] for c in convs) <= 1100
+    model, tok = load_tiny("qwen2-think")
+    modes = evaluate_modes(make_engine("fast", model, tok), tok, load_problems("arith", "test")[:100])
+    assert modes["thinking"]["followed"] >= 0.95 and modes["direct"]["followed"] >= 0.95, modes
+    assert modes["thinking"]["accuracy"] >= 0.6 and modes["direct"]["accuracy"] <= 0.3, modes
+    assert modes["thinking"]["tokens"] > 4 * modes["direct"]["tokens"], modes

@@ -7,6 +7,9 @@
 - `qwen2-sft`: `qwen2-base` after the demo's SFT stage (128 worked solutions, 100 steps; made by
   `scripts/make_world.py sft`): it answers in the r1_zero format, and about half of its answers
   are right, so GRPO has groups of mixed rewards to learn from. The RL notebooks start here.
+- `qwen2-think`: `qwen2-base` after SFT on chat conversations in two modes (`data/think/`; made
+  by `scripts/make_world.py think`): with the worked steps inside `<think>` it gets most answers
+  right, answering directly (after an empty think block) almost none. Notebook 13 starts here.
 - `gemma2-softcap`: a tiny Gemma 2 whose config sets `final_logit_softcapping` (the real Hugging
   Face field) and whose raw logits are large, so the cap changes the log-probabilities of sampled
   tokens by a clear margin: the softcap notebook has a real gap to show.
@@ -29,6 +32,7 @@ TINY_MODELS = {
     "qwen2-base": TINY_DIR / "qwen2-base",
     "qwen2-sft": TINY_DIR / "qwen2-sft",
     "gemma2-softcap": TINY_DIR / "gemma2-softcap",
+    "qwen2-think": TINY_DIR / "qwen2-think",
 }
 GEMMA2_SOFTCAP = 30.0
 
