@@ -114,6 +114,29 @@ def rl_questions(problems: list[dict], thinking_ratio: float, seed: int, templat
             for p, f in zip(problems, flags)]
 
 
+SWITCHES = ("open_thinking", "enable_thinking")  # the course template's, the Qwen3 style's
+
+
+def thinking_switch(chat_template: str | None) -> str:
+    """The name of the thinking switch a Jinja chat template reads. Jinja ignores an argument a
+    template never reads, so asking a template without a switch for a mode would silently render
+    the same prompt in both modes: a ValueError instead."""
+    found = [s for s in SWITCHES if chat_template and re.search(rf"\b{s}\b", chat_template)]
+    if len(found) != 1:
+        raise ValueError(f"the chat template reads {'no' if not found else 'more than one'} thinking switch "
+                         f"({' or '.join(SWITCHES)}): a mode passed to it would be ignored")
+    return found[0]
+
+
+def apply_template(tokenizer, messages: list[dict], thinking: bool | None = None,
+                   add_generation_prompt: bool = True) -> str:
+    """`tokenizer.apply_chat_template` (the real Jinja) of `messages` as text, its thinking switch set to
+    `thinking` (None: not passed); a ValueError when the template has no switch and a mode is asked."""
+    kwargs = {} if thinking is None else {thinking_switch(tokenizer.chat_template): thinking}
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt,
+                                         **kwargs)
+
+
 def prefilled_by(prompt: str) -> bool:
     """Whether the prompt ends inside an open think block (the course template's thinking mode)."""
     return prompt.endswith("<think>\n")
