@@ -153,3 +153,25 @@ def test_a_grpo_run_with_both_modes_is_read_per_mode(think):
     for split in both:
         assert split["thinking"]["tokens"] > 3 * split["direct"]["tokens"]
         assert split["thinking"]["n"] + split["direct"]["n"] == RUN["rollout_batch_size"]
+
+
+def test_the_helpers_call_the_graded_functions_they_are_given():
+    """A notebook passes the student's functions (in a kit the references are stubs): each helper calls
+    those, never the references behind them."""
+    from course_lib import thinking as ref
+    from course_lib.training.thinking import Graded
+
+    calls = []
+
+    def counted(name):
+        fn = getattr(ref, {"render": "render_conversation", "remove": "remove_empty_think", "flags": "thinking_flags",
+                           "split": "split_reasoning", "format_reward": "thinking_format_reward"}[name])
+        return lambda *a, **k: calls.append(name) or fn(*a, **k)
+
+    fns = Graded(**{name: counted(name) for name in ("render", "remove", "flags", "split", "format_reward")})
+    convs = conversations(PROBLEMS[:4], 0.5, seed=0, fns=fns)
+    sft_records(convs, keep_prob=0.5, seed=0, fns=fns)
+    rl_questions(PROBLEMS[:2], 0.5, seed=0, fns=fns)
+    chat_reward_fn("<think>\n1\n</think>\n\n<answer> 1 </answer>", "1", fns=fns)
+    followed("<answer> 1 </answer>", thinking=True, prefilled=False, fns=fns)
+    assert set(calls) == {"render", "remove", "flags", "split", "format_reward"}

@@ -17,6 +17,9 @@ course's SFT and GRPO trainers, which take records of a prompt and an output:
 - `RecordingEngine` keeps each step's rollouts so that a run's reward and length can be read per
   mode (the trainer logs batch means only).
 
+Each function takes the graded functions it calls as `fns` (a `Graded`: the references by default),
+so that a notebook runs them with the student's own.
+
 Simplification, named: an RL prompt's mode is drawn once, when the questions are built, not at
 every step.
 """
@@ -24,6 +27,7 @@ every step.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -35,6 +39,19 @@ from ..rollouts.interface import SamplingParams
 from ..thinking import (EMPTY_THINK, IM_END, remove_empty_think, render_conversation, split_reasoning,
                         thinking_flags, thinking_format_reward)
 
+@dataclass(frozen=True)
+class Graded:
+    """The graded functions of notebook 13 this module calls: the references by default, a student's
+    own when a notebook passes them (in a student kit the references are stubs)."""
+
+    render: Callable = render_conversation
+    remove: Callable = remove_empty_think
+    flags: Callable = thinking_flags
+    split: Callable = split_reasoning
+    format_reward: Callable = thinking_format_reward
+
+
+REFERENCE = Graded()
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 STOP = ("</answer>",)  # a reply ends with its answer block; `<|im_end|>` follows in the SFT targets
 
@@ -49,10 +66,10 @@ def chat_target(problem: dict, thinking: bool) -> str:
     return f"<think>\n{steps}\n</think>\n\n{answer}" if thinking else EMPTY_THINK + answer
 
 
-def conversations(problems: list[dict], thinking_share: float, seed: int) -> list[dict]:
+def conversations(problems: list[dict], thinking_share: float, seed: int, fns: Graded = REFERENCE) -> list[dict]:
     """One single-turn conversation per problem, its mode drawn with `thinking_flags` (seeded):
     {"messages": [user, assistant], "ground_truth": N, "thinking": bool}."""
-    flags = thinking_flags(len(problems), thinking_share, torch.Generator().manual_seed(seed))
+    flags = fns.flags(len(problems), thinking_share, torch.Generator().manual_seed(seed))
     return [{"messages": [{"role": "user", "content": p["question"]},
                           {"role": "assistant", "content": chat_target(p, thinking=f)}],
              "ground_truth": extract_gsm8k_answer(p["answer"]), "thinking": f}
@@ -80,22 +97,21 @@ def load_conversations(path=CONVERSATIONS) -> list[dict]:
     return read_jsonl(path, required_fields=("ground_truth",), check=_conversation_problem)
 
 
-def sft_records(convs: list[dict], keep_prob: float, seed: int, template: str = "qwen3", *,
-                remove_fn: Callable = remove_empty_think, render_fn: Callable = render_conversation) -> list[dict]:
+def sft_records(convs: list[dict], keep_prob: float, seed: int, template: str = "qwen3",
+                fns: Graded = REFERENCE) -> list[dict]:
     """SFT records {"prompt", "output", "ground_truth", "thinking"} of conversations whose empty
     think blocks are kept with probability `keep_prob` (`remove_empty_think`, seeded).
 
     A reply that starts with the empty block is rendered in direct mode, so the block is the
     prompt's (out of the loss, as at inference); any other reply in thinking mode, its generated
     `<think>` in the loss. A direct reply whose block was removed is thus trained right after the
-    thinking-mode prompt: what a keep rate below 1 teaches. `remove_fn` and `render_fn` are the
-    graded functions (a notebook passes the student's own)."""
-    replies = remove_fn([c["messages"][-1]["content"] for c in convs], keep_prob=keep_prob,
+    thinking-mode prompt: what a keep rate below 1 teaches."""
+    replies = fns.remove([c["messages"][-1]["content"] for c in convs], keep_prob=keep_prob,
                                  generator=torch.Generator().manual_seed(seed))
     records = []
     for conv, reply in zip(convs, replies):
         thinking = not reply.startswith(EMPTY_THINK)
-        prompt = render_fn(conv["messages"][:-1], template=template, thinking=thinking)
+        prompt = fns.render(conv["messages"][:-1], template=template, thinking=thinking)
         prefill = prompt.split("<|im_start|>assistant\n")[-1]
         if not reply.startswith(prefill):
             raise ValueError(f"a reply does not start with the {template!r} prompt's prefill {prefill!r}")
@@ -104,12 +120,12 @@ def sft_records(convs: list[dict], keep_prob: float, seed: int, template: str = 
     return records
 
 
-def rl_questions(problems: list[dict], thinking_ratio: float, seed: int, template: str = "qwen3") -> list[dict]:
+def rl_questions(problems: list[dict], thinking_ratio: float, seed: int, template: str = "qwen3",
+                 fns: Graded = REFERENCE) -> list[dict]:
     """GRPO questions {"prompt", "ground_truth", "thinking"}: each prompt in thinking mode with
     probability `thinking_ratio` (`thinking_flags`, seeded), else in direct mode."""
-    flags = thinking_flags(len(problems), thinking_ratio, torch.Generator().manual_seed(seed))
-    return [{"prompt": render_conversation([{"role": "user", "content": p["question"]}], template=template,
-                                           thinking=f),
+    flags = fns.flags(len(problems), thinking_ratio, torch.Generator().manual_seed(seed))
+    return [{"prompt": fns.render([{"role": "user", "content": p["question"]}], template=template, thinking=f),
              "ground_truth": extract_gsm8k_answer(p["answer"]), "thinking": f}
             for p, f in zip(problems, flags)]
 
@@ -148,50 +164,50 @@ def answer_of(answer_part: str) -> str | None:
     return found[-1] if found else None
 
 
-def chat_reward(completion: str, ground_truth: str, prefilled: bool) -> dict[str, float]:
+def chat_reward(completion: str, ground_truth: str, prefilled: bool, fns: Graded = REFERENCE) -> dict[str, float]:
     """{"format_reward", "answer_reward", "reward"} of a chat completion in either mode.
 
     A completion that thinks (a closed block, then an answer: `thinking_format_reward`) or answers
     directly (no block at all) is well formed when its answer part holds an `<answer>` block;
     reward = answer reward, as in r1_zero."""
-    reasoning, answer_part = split_reasoning(completion, prefilled)
-    formed = thinking_format_reward(completion, prefilled) == 1.0 or (reasoning is None and not prefilled)
+    reasoning, answer_part = fns.split(completion, prefilled)
+    formed = fns.format_reward(completion, prefilled) == 1.0 or (reasoning is None and not prefilled)
     answer = answer_of(answer_part) if formed else None
     correct = answer is not None and grade_answer(answer, str(ground_truth))
     return {"format_reward": float(answer is not None), "answer_reward": float(correct), "reward": float(correct)}
 
 
-def chat_reward_fn(response: str, ground_truth: str) -> dict[str, float]:
+def chat_reward_fn(response: str, ground_truth: str, fns: Graded = REFERENCE) -> dict[str, float]:
     """`chat_reward` for prompts that never prefill `<think>` (the Qwen3-style template, either mode):
     the trainer's `reward_fn(response, ground_truth)`."""
-    return chat_reward(response, ground_truth, prefilled=False)
+    return chat_reward(response, ground_truth, prefilled=False, fns=fns)
 
 
-def starts_with_think_reward_fn(response: str, ground_truth: str) -> dict[str, float]:
+def starts_with_think_reward_fn(response: str, ground_truth: str, fns: Graded = REFERENCE) -> dict[str, float]:
     """THE BUG (kept to be run): a format check that wants the completion itself to open `<think>`.
     Under a prompt that prefills `<think>` no completion does, so every reward is 0."""
     if not response.lstrip().startswith("<think>"):
         return {"format_reward": 0.0, "answer_reward": 0.0, "reward": 0.0}
-    return chat_reward(response, ground_truth, prefilled=False)
+    return chat_reward(response, ground_truth, prefilled=False, fns=fns)
 
 
-def prefilled_reward_fn(response: str, ground_truth: str) -> dict[str, float]:
+def prefilled_reward_fn(response: str, ground_truth: str, fns: Graded = REFERENCE) -> dict[str, float]:
     """The fix for prompts that prefill `<think>` (the course template's thinking mode)."""
-    return chat_reward(response, ground_truth, prefilled=True)
+    return chat_reward(response, ground_truth, prefilled=True, fns=fns)
 
 
-def followed(completion: str, thinking: bool, prefilled: bool) -> bool:
+def followed(completion: str, thinking: bool, prefilled: bool, fns: Graded = REFERENCE) -> bool:
     """Whether a completion is in the mode that was asked: a non-empty closed think block, then an
     answer block (thinking); its answer block and nothing before it (direct)."""
-    reasoning, answer_part = split_reasoning(completion, prefilled)
+    reasoning, answer_part = fns.split(completion, prefilled)
     if thinking:
-        return bool(reasoning) and thinking_format_reward(completion, prefilled) == 1.0 \
+        return bool(reasoning) and fns.format_reward(completion, prefilled) == 1.0 \
             and answer_of(answer_part) is not None
     return reasoning is None and completion.lstrip().startswith("<answer>") and answer_of(completion) is not None
 
 
 def evaluate_modes(engine, tokenizer, problems: list[dict], template: str = "qwen3", max_tokens: int = 160,
-                   modes: tuple[bool, ...] = (True, False)) -> dict:
+                   modes: tuple[bool, ...] = (True, False), fns: Graded = REFERENCE) -> dict:
     """Greedy replies to each problem in each mode asked: {"thinking" | "direct": {"followed",
     "accuracy", "tokens", "n", "examples", "texts"}}, accuracy graded by `chat_reward` whatever the
     mode the reply took, tokens = generated tokens per reply (mean), texts = the replies, examples =
@@ -199,14 +215,14 @@ def evaluate_modes(engine, tokenizer, problems: list[dict], template: str = "qwe
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, stop=STOP, n=1, seed=0)
     out = {}
     for thinking in modes:
-        rows = rl_questions(problems, thinking_ratio=1.0 if thinking else 0.0, seed=0, template=template)
+        rows = rl_questions(problems, thinking_ratio=1.0 if thinking else 0.0, seed=0, template=template, fns=fns)
         rollouts = engine.generate([r["prompt"] for r in rows], params)
         prefilled = [prefilled_by(r["prompt"]) for r in rows]
         texts = [r.text for r in rollouts]
-        scores = [chat_reward(t, r["ground_truth"], p) for t, r, p in zip(texts, rows, prefilled)]
+        scores = [chat_reward(t, r["ground_truth"], p, fns=fns) for t, r, p in zip(texts, rows, prefilled)]
         n = len(rows)
         out["thinking" if thinking else "direct"] = {
-            "followed": sum(followed(t, thinking, p) for t, p in zip(texts, prefilled)) / n,
+            "followed": sum(followed(t, thinking, p, fns=fns) for t, p in zip(texts, prefilled)) / n,
             "accuracy": sum(s["answer_reward"] for s in scores) / n,
             "tokens": sum(len(r.token_ids) for r in rollouts) / n, "n": n, "examples": texts[:3], "texts": texts}
     return out
