@@ -47,6 +47,21 @@ DEFAULT_TIMEOUT = 120.0
 PRACTICE_SEED = 0  # the public seed of the practice cases (`make check`, the student kits)
 
 
+_TOKENIZER: list = []
+
+
+def course_tokenizer():
+    """The course tokenizer, loaded once per process, for a suite's `call`: shared, so a case that
+    changes it works on a copy (`copy.deepcopy`)."""
+    if not _TOKENIZER:
+        from transformers import AutoTokenizer
+
+        from course_lib.paths import DATA_DIR
+
+        _TOKENIZER.append(AutoTokenizer.from_pretrained(str(DATA_DIR / "tokenizer")))
+    return _TOKENIZER[0]
+
+
 def suite_names(package: str = SUITES) -> list[str]:
     pkg = importlib.import_module(package)
     return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))

@@ -26,23 +26,13 @@ from __future__ import annotations
 
 import torch
 
+from autograder.suite_api import course_tokenizer
+
 GRADED = "assistant_loss_mask"
 TRIPWIRE = ["assistant_loss_mask", "render_conversation"]
 WARM = ("transformers", "tokenizers")  # imported by a judge runner started ahead (autograder.judge)
 EMPTY = "<think>\n\n</think>\n\n"
 
-_LOADED = []
-
-
-def _tokenizer():
-    """The course tokenizer, loaded once per process (a case never changes it)."""
-    if not _LOADED:
-        from transformers import AutoTokenizer
-
-        from course_lib.paths import DATA_DIR
-
-        _LOADED.append(AutoTokenizer.from_pretrained(str(DATA_DIR / "tokenizer")))
-    return _LOADED[0]
 
 
 def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
@@ -90,7 +80,7 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
 
 def call(fn, inputs: dict) -> dict:
     messages = [dict(m) for m in inputs["messages"]]
-    tokenizer = _tokenizer()
+    tokenizer = course_tokenizer()
     if inputs["expect_error"]:
         try:
             fn(tokenizer, messages, **inputs["kwargs"])

@@ -40,6 +40,8 @@ from types import SimpleNamespace
 
 import torch
 
+from autograder.suite_api import course_tokenizer
+
 GRADED = "compute_per_instance_dpo_loss"
 # the notebook's two functions above this one are part of the exercise: calling the course_lib copies does not count
 TRIPWIRE = ["compute_per_instance_dpo_loss", "sequence_log_probs", "dpo_loss"]
@@ -66,25 +68,19 @@ class TinyCausalLM(torch.nn.Module):
         return SimpleNamespace(logits=self.scale * h @ self.head.T)  # (B, T, V)
 
 
-_LOADED: dict = {}
+_NO_EOS: list = []
 
 
 def _tokenizer(kind: str = "course"):
-    """The course tokenizer, loaded once per process; "no_eos": a copy of it whose eos_token is None."""
-    if kind not in _LOADED:
-        if kind == "no_eos":
-            import copy
+    """The course tokenizer (shared); "no_eos": a copy of it whose eos_token is None, made once."""
+    if kind == "course":
+        return course_tokenizer()
+    if not _NO_EOS:
+        import copy
 
-            tok = copy.deepcopy(_tokenizer("course"))
-            tok.eos_token = None
-        else:
-            from transformers import AutoTokenizer
-
-            from course_lib.paths import DATA_DIR
-
-            tok = AutoTokenizer.from_pretrained(str(DATA_DIR / "tokenizer"))
-        _LOADED[kind] = tok
-    return _LOADED[kind]
+        _NO_EOS.append(copy.deepcopy(course_tokenizer()))
+        _NO_EOS[0].eos_token = None
+    return _NO_EOS[0]
 
 
 def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:

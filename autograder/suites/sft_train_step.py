@@ -22,6 +22,8 @@ from types import SimpleNamespace
 
 import torch
 
+from autograder.suite_api import course_tokenizer
+
 GRADED = "sft_train_step"
 PERTURB = True  # the inputs' rounding carried through the update (autograder.cases.perturb)
 WARM = ('transformers', 'tokenizers')  # imported by a judge runner started ahead (autograder.judge)
@@ -44,25 +46,13 @@ class TinyCausalLM(torch.nn.Module):
         return SimpleNamespace(logits=self.scale * h @ self.head.T)  # (B, T, V)
 
 
-_LOADED = []
-
-
-def _tokenizer():
-    """The course tokenizer, loaded once per process (a case never changes it)."""
-    if not _LOADED:
-        from transformers import AutoTokenizer
-
-        from course_lib.paths import DATA_DIR
-
-        _LOADED.append(AutoTokenizer.from_pretrained(str(DATA_DIR / "tokenizer")))
-    return _LOADED[0]
 
 
 def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
     from course_lib import gsm8k_to_r1_zero, load_problems
 
     problems = load_problems("arith", "train")
-    vocab = len(_tokenizer())
+    vocab = len(course_tokenizer())
 
     def examples(n):
         idx = torch.randperm(len(problems), generator=gen)[:n].tolist()
@@ -95,7 +85,7 @@ def call(fn, inputs: dict) -> dict:
     from course_lib import get_response_log_probs, sft_microbatch_train_step, tokenize_prompt_and_output
 
     torch.manual_seed(0)
-    tokenizer = _tokenizer()
+    tokenizer = course_tokenizer()
     model = TinyCausalLM(inputs["embedding"], inputs["head"])
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=inputs["lr"], betas=(0.9, 0.95),

@@ -26,16 +26,10 @@ GRADED = "split_reasoning"
 
 
 def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
-    from ._thinking_texts import draw_int, draw_problems
+    from ._thinking_texts import completions_case as case
+    from ._thinking_texts import draw_completion_parts
 
-    probs = draw_problems(gen, 6)
-    r = [p["reasoning"] for p in probs]
-    a = [f"The answer is {p['answer']}." for p in probs]
-    k = draw_int(gen, 10, 99)
-
-    def case(*completions):
-        """completions: (text, prefilled) pairs."""
-        return {"completions": [c for c, _ in completions], "prefilled": [p for _, p in completions]}
+    r, a, k = draw_completion_parts(gen, 6)
 
     return [
         ("prefilled_single_block", case((f"{r[0]}\n</think>\n\n{a[0]}", True), (f" {r[1]} </think> {a[1]}", True),

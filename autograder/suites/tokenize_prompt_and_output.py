@@ -10,6 +10,8 @@ tokenizer without a pad token (both must raise ValueError).
 
 import torch
 
+from autograder.suite_api import course_tokenizer
+
 GRADED = "tokenize_prompt_and_output"
 WARM = ('transformers', 'tokenizers')  # imported by a judge runner started ahead (autograder.judge)
 KEYS = ("input_ids", "labels", "response_mask")
@@ -23,7 +25,7 @@ def _tokenizer(pad_token, special=None):
 
     from tokenizers import processors
 
-    tok = copy.deepcopy(_course_tokenizer())
+    tok = copy.deepcopy(course_tokenizer())
     if pad_token == "none":
         tok.pad_token = None
     elif pad_token is not None:
@@ -36,18 +38,6 @@ def _tokenizer(pad_token, special=None):
     return tok
 
 
-_LOADED = []
-
-
-def _course_tokenizer():
-    """The course tokenizer, loaded once per process (each case changes a copy of it)."""
-    if not _LOADED:
-        from transformers import AutoTokenizer
-
-        from course_lib.paths import DATA_DIR
-
-        _LOADED.append(AutoTokenizer.from_pretrained(str(DATA_DIR / "tokenizer")))
-    return _LOADED[0]
 
 
 def _pick(gen, items, k):
