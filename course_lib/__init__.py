@@ -1,7 +1,8 @@
 """course_lib: the reference implementation of every graded function of the course.
 
 Each graded function exists once, in a module at this top level (`tokenization`, `gsm8k`,
-`logprobs`, `masking`, `sft`, `grpo`, `rewards`, `kl`, `ppo`, `softcap`); the solution notebooks show this same
+`logprobs`, `masking`, `sft`, `grpo`, `rewards`, `kl`, `ppo`, `dpo`, `preferences`, `softcap`,
+`mismatch`); the solution notebooks show this same
 code and the autograder's hidden cases are generated from it. Everything else lives in rooms:
 
 - `course_lib.training`: configs, model loading, the SFT and GRPO trainers, evaluation, plots, the
@@ -36,6 +37,7 @@ from .grpo import (
 from .kl import approx_kl, exact_kl, kl_k1, kl_k2, kl_k3
 from .logprobs import compute_entropy, get_response_log_probs, log_probs_from_logits
 from .masking import masked_mean, masked_normalize
+from .mismatch import mismatch_report
 from .ppo import compute_gae, masked_whiten, ppo_microbatch_train_step, token_level_rewards, value_loss
 from .preferences import off_policy_pairs, on_policy_pairs
 from .rewards import evaluate, r1_zero_reward_fn
@@ -95,6 +97,7 @@ __all__ = [
     "masked_mean",
     "masked_normalize",
     "masked_whiten",
+    "mismatch_report",
     "off_policy_pairs",
     "on_policy_pairs",
     "ppo_microbatch_train_step",

@@ -1,5 +1,7 @@
-"""Response masks the suites share (`token_level_rewards`, `compute_gae`, `sequence_log_probs`): one
-contiguous run of response positions per row (prompt, response, padding), drawn from one generator.
+"""Response masks the suites share (`token_level_rewards`, `compute_gae`, `sequence_log_probs`, and
+notebook 15's `mismatch_report`, `importance_weights`, `corrected_grpo_loss`): one contiguous run
+of response positions per row (prompt, response, padding), drawn from one generator; and pairs of
+log-probs whose difference on the response is chosen, with garbage elsewhere.
 
 Grader side only: each suite imports it inside its `make_inputs`, which a suite's harness (what
 student code sees) leaves out; `autograder.cases.fingerprint` covers it.
@@ -47,3 +49,29 @@ class MaskDraw:
             n = self.randint(low, high)
             out.append((T - n, n) if last_row_ends and b == B - 1 else (self.randint(prompt_min, T - n - pad_min), n))
         return out
+
+    def log_ratios(self, *shape, scale=0.03, tail=0.2, tail_scale=(0.1, 1.5)) -> torch.Tensor:
+        """Train-minus-rollout log-prob differences as engines show them (float64): most tokens
+        N(0, scale^2), a fraction `tail` of magnitude tail_scale[0] to tail_scale[1], either sign."""
+        d = scale * torch.randn(*shape, generator=self.gen, dtype=torch.float64)
+        low, high = tail_scale
+        big = self.signs(*shape) * (low + (high - low) * torch.rand(*shape, generator=self.gen, dtype=torch.float64))
+        return torch.where(torch.rand(*shape, generator=self.gen) < tail, big, d)
+
+    @staticmethod
+    def away_from(x: torch.Tensor, points, margin: float) -> torch.Tensor:
+        """x with every value closer than `margin` to one of `points` moved to 2 * margin from it
+        (on its side): no comparison with a point is then decided by rounding."""
+        for p in points:
+            near = (x - p).abs() < margin
+            x = torch.where(near, p + torch.where(x >= p, 2 * margin, -2 * margin), x)
+        return x
+
+    def log_prob_pair(self, d: torch.Tensor, mask: torch.Tensor, level: float = 6.0, garbage: bool = True):
+        """(train, rollout) float64 log-probs at or below 0 with train - rollout = d where the mask
+        is 1; where it is 0, independent garbage in each (`garbage`) or the same log-prob in both."""
+        rollout = -level * torch.rand(*d.shape, generator=self.gen, dtype=torch.float64) - d.clamp(min=0)
+        train = rollout + d
+        if not garbage:
+            return torch.where(mask, train, rollout), rollout
+        return torch.where(mask, train, self.garbage(*d.shape)), torch.where(mask, rollout, self.garbage(*d.shape))

@@ -1,0 +1,83 @@
+"""Train/inference mismatch (notebook 15): the log-probs an inference engine reports for its own
+samples are not the ones the trainer computes for the same tokens (other kernels, another
+precision, a sampler that truncates the distribution), so "on-policy" GRPO is off-policy.
+
+With d = log pi_train(o_t) - log pi_rollout(o_t) on the response tokens:
+
+- `mismatch_report`: how large the mismatch is (the signed mean alone hides it: it is about 0
+  when the two engines disagree both ways), per token and per sequence;
+- `sampler_log_probs`: the log-prob of a token under the distribution a sampler really draws
+  from (temperature, then top-k, then top-p, as vLLM applies them);
+- `importance_weights`: truncated or masked importance weights pi_train / pi_rollout, per token
+  or per sequence;
+- `corrected_grpo_loss`: the GRPO-clip loss with those weights (truncated / masked importance
+  sampling, Yao et al. 2025, "Your efficient RL framework secretly brings you off-policy RL
+  training").
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .grpo import compute_grpo_clip_loss
+
+MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+AGGREGATES = ("sum", "mean")
+
+
+def _response_mask(train_log_probs: torch.Tensor, rollout_log_probs: torch.Tensor,
+                   response_mask: torch.Tensor) -> torch.Tensor:
+    """The mask as bool, once the three (B, T) shapes agree and the mask holds only 0 and 1."""
+    if train_log_probs.shape != rollout_log_probs.shape:
+        raise ValueError(f"train_log_probs has shape {tuple(train_log_probs.shape)} and rollout_log_probs "
+                         f"{tuple(rollout_log_probs.shape)}: they must have the same shape")
+    if train_log_probs.dim() != 2:
+        raise ValueError(f"train_log_probs must be (B, T), got shape {tuple(train_log_probs.shape)}")
+    if response_mask.shape != train_log_probs.shape:
+        raise ValueError(f"response_mask has shape {tuple(response_mask.shape)} and the log-probs "
+                         f"{tuple(train_log_probs.shape)}: they must have the same shape")
+    if not bool(((response_mask == 0) | (response_mask == 1)).all()):
+        raise ValueError("response_mask must hold only 0 and 1 (1 on response tokens)")
+    return response_mask.bool()
+
+
+def mismatch_report(train_log_probs: torch.Tensor, rollout_log_probs: torch.Tensor,
+                    response_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Statistics of d = train_log_probs - rollout_log_probs over the response tokens.
+
+    train_log_probs, rollout_log_probs: (B, T) floating; response_mask: (B, T) bool or 0/1.
+    Positions where the mask is 0 are never read (they may hold anything). With r = exp(d):
+
+        mean_diff = mean(d)   mean_abs = mean(|d|)   std_abs = std(|d|) (unbiased: NaN for 1 token)
+        p95_abs = quantile(|d|, 0.95) (linear)   max_abs = max(|d|)
+        frac_outside = mean(r < 0.9 or r > 1.1)
+        mean_k3 = mean(r - log r - 1) = mean(expm1(d) - d): the tokens come from the rollout engine,
+                  so this estimates KL(pi_rollout || pi_train)
+        seq_log_ratio[b] = sum_t d[b, t] over row b's response tokens   (B,); 0 for a row without one
+        seq_quantiles = quantile(seq_log_ratio, (0.05, 0.5, 0.95)) over the rows that have a
+                  response token (a row without one has no sequence to compare)   (3,)
+
+    Each is a 0-dim tensor (but the two shapes said) of the log-probs' (promoted) dtype.
+    Raises ValueError for shapes that differ (naming both), a mask that is not 0/1, and a mask
+    without a response token.
+    """
+    m = _response_mask(train_log_probs, rollout_log_probs, response_mask)
+    if not bool(m.any()):
+        raise ValueError("response_mask has no response token: there is nothing to compare")
+    diff = train_log_probs - rollout_log_probs
+    d = diff[m]
+    a = d.abs()
+    r = torch.exp(d)
+    seq = torch.where(m, diff, torch.zeros_like(diff)).sum(dim=-1)
+    q = torch.tensor([0.05, 0.5, 0.95], dtype=d.dtype)
+    return {
+        "mean_diff": d.mean(),
+        "mean_abs": a.mean(),
+        "std_abs": a.std(),
+        "p95_abs": torch.quantile(a, 0.95),
+        "max_abs": a.max(),
+        "frac_outside": ((r < 0.9) | (r > 1.1)).to(d.dtype).mean(),
+        "mean_k3": (torch.expm1(d) - d).mean(),
+        "seq_log_ratio": seq,
+        "seq_quantiles": torch.quantile(seq[m.any(dim=-1)], q),
+    }
