@@ -81,3 +81,43 @@ def mismatch_report(train_log_probs: torch.Tensor, rollout_log_probs: torch.Tens
         "seq_log_ratio": seq,
         "seq_quantiles": torch.quantile(seq[m.any(dim=-1)], q),
     }
+
+
+def sampler_log_probs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                      top_p: float | None = None, renormalize: bool = True) -> torch.Tensor:
+    """log p(token) under the distribution a sampler draws from: logits (..., V), tokens (...) -> (...).
+
+        z = logits / temperature; keep the top_k largest z (None or 0: all); then, among those, by
+        probability of softmax over the kept z in descending order, keep a token iff the sum of
+        the probabilities strictly before it is < top_p (None or 1.0: all; the most likely is
+        always kept); log p = log_softmax over the kept z, -inf outside (renormalize=True), or
+        log_softmax(z) over the whole vocabulary (renormalize=False: what a trainer that ignores
+        the truncation computes; the kept set then does not matter).
+
+    Top-k before top-p, as vLLM applies them. The kept set is undefined where logits tie at the
+    k-th place or a cumulative probability equals top_p within rounding (no hidden case has
+    either). Raises ValueError for temperature <= 0, top_k < 0 or > V, top_p outside (0, 1], and
+    tokens whose shape is not logits.shape[:-1].
+    """
+    V = logits.shape[-1]
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if top_k is not None and not 0 <= top_k <= V:
+        raise ValueError(f"top_k must be None or in 0 .. V = {V}, got {top_k}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be None or in (0, 1], got {top_p}")
+    if tokens.shape != logits.shape[:-1]:
+        raise ValueError(f"tokens has shape {tuple(tokens.shape)}, logits {tuple(logits.shape)}: tokens must "
+                         f"have the shape of logits without its last dim")
+    z = logits / temperature
+    if renormalize:
+        keep = torch.ones_like(z, dtype=torch.bool)
+        if top_k:
+            keep = z >= z.topk(top_k, dim=-1).values[..., -1:]
+        if top_p is not None and top_p < 1:
+            probs = torch.softmax(z.masked_fill(~keep, float("-inf")), dim=-1)
+            sorted_probs, order = probs.sort(dim=-1, descending=True)
+            before = torch.cat([torch.zeros_like(sorted_probs[..., :1]), sorted_probs.cumsum(-1)[..., :-1]], -1)
+            keep = keep & torch.zeros_like(keep).scatter(-1, order, before < top_p)
+        z = z.masked_fill(~keep, float("-inf"))
+    return torch.log_softmax(z, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
