@@ -37,7 +37,7 @@ from .grpo import (
 from .kl import approx_kl, exact_kl, kl_k1, kl_k2, kl_k3
 from .logprobs import compute_entropy, get_response_log_probs, log_probs_from_logits
 from .masking import masked_mean, masked_normalize
-from .mismatch import mismatch_report, sampler_log_probs
+from .mismatch import importance_weights, mismatch_report, sampler_log_probs
 from .ppo import compute_gae, masked_whiten, ppo_microbatch_train_step, token_level_rewards, value_loss
 from .preferences import off_policy_pairs, on_policy_pairs
 from .rewards import evaluate, r1_zero_reward_fn
@@ -89,6 +89,7 @@ __all__ = [
     "kl_k2",
     "kl_k3",
     "gsm8k_to_r1_zero",
+    "importance_weights",
     "load_gsm8k",
     "load_problems",
     "load_tiny",

@@ -121,3 +121,38 @@ def sampler_log_probs(logits: torch.Tensor, tokens: torch.Tensor, temperature: f
             keep = keep & torch.zeros_like(keep).scatter(-1, order, before < top_p)
         z = z.masked_fill(~keep, float("-inf"))
     return torch.log_softmax(z, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+
+
+def importance_weights(train_log_probs: torch.Tensor, rollout_log_probs: torch.Tensor, response_mask: torch.Tensor,
+                       mode: str, cap: float, aggregate: str = "sum") -> torch.Tensor:
+    """Truncated or masked importance weights pi_train / pi_rollout: (B, T) x3 -> (B, T), detached.
+
+        token_*:    log w[b, t] = train[b, t] - rollout[b, t]
+        sequence_*: log w[b, t] = sum_t' (train - rollout)[b, t'] over row b's response tokens
+                    (aggregate="mean": divided by their count), the same for every token of the row
+        *_truncate: w = min(exp(log w), cap)        *_mask: w = exp(log w) if it is <= cap, else 0
+
+    and w = 0 where response_mask is 0 (positions there are never read). The log-ratio is summed in
+    the inputs' dtype and exponentiated after: a sum that overflows exp gives cap (truncate) or 0
+    (mask), never inf or NaN. The weights are constants of the loss: the result is detached (no
+    gradient flows into either log-prob). `aggregate` matters for the sequence modes only.
+    Raises ValueError for an unknown mode or aggregate, cap <= 0, and shapes that differ.
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+    if aggregate not in AGGREGATES:
+        raise ValueError(f"unknown aggregate {aggregate!r}; expected one of {', '.join(AGGREGATES)}")
+    if not cap > 0:
+        raise ValueError(f"cap must be > 0, got {cap}")
+    m = _response_mask(train_log_probs, rollout_log_probs, response_mask)
+    diff = (train_log_probs - rollout_log_probs).detach()
+    zero = torch.zeros_like(diff)
+    log_w = torch.where(m, diff, zero)
+    if mode.startswith("sequence"):
+        log_w = log_w.sum(dim=-1, keepdim=True)
+        if aggregate == "mean":
+            log_w = log_w / m.sum(dim=-1, keepdim=True).clamp(min=1)
+        log_w = log_w.expand_as(diff)
+    ratio = torch.exp(log_w)
+    w = ratio.clamp(max=cap) if mode.endswith("truncate") else torch.where(ratio <= cap, ratio, zero)
+    return torch.where(m, w, zero)
