@@ -37,7 +37,7 @@ from .grpo import (
 from .kl import approx_kl, exact_kl, kl_k1, kl_k2, kl_k3
 from .logprobs import compute_entropy, get_response_log_probs, log_probs_from_logits
 from .masking import masked_mean, masked_normalize
-from .mismatch import importance_weights, mismatch_report, sampler_log_probs
+from .mismatch import corrected_grpo_loss, importance_weights, mismatch_report, sampler_log_probs
 from .ppo import compute_gae, masked_whiten, ppo_microbatch_train_step, token_level_rewards, value_loss
 from .preferences import off_policy_pairs, on_policy_pairs
 from .rewards import evaluate, r1_zero_reward_fn
@@ -74,6 +74,7 @@ __all__ = [
     "compute_naive_policy_gradient_loss",
     "compute_per_instance_dpo_loss",
     "compute_policy_gradient_loss",
+    "corrected_grpo_loss",
     "dpo_loss",
     "evaluate",
     "exact_kl",

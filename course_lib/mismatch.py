@@ -156,3 +156,44 @@ def importance_weights(train_log_probs: torch.Tensor, rollout_log_probs: torch.T
     ratio = torch.exp(log_w)
     w = ratio.clamp(max=cap) if mode.endswith("truncate") else torch.where(ratio <= cap, ratio, zero)
     return torch.where(m, w, zero)
+
+
+def corrected_grpo_loss(advantages: torch.Tensor, policy_log_probs: torch.Tensor, old_log_probs: torch.Tensor,
+                        rollout_log_probs: torch.Tensor, response_mask: torch.Tensor, cliprange: float, mode: str,
+                        cap: float, aggregate: str = "sum") -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """GRPO-clip loss of a micro-batch whose rollouts came from another engine, with truncated or
+    masked importance weights (Yao et al. 2025); a scalar loss and metadata. No backward inside.
+
+        w        = importance_weights(old_log_probs, rollout_log_probs, response_mask, mode, cap,
+                   aggregate)                                            (B, T), constants
+        ratio    = exp(policy - old);  l = -min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A)
+        kept     = response_mask & (w > 0) for the "*_mask" modes, response_mask for "*_truncate"
+        loss     = mean_b [ sum_t (w * l * kept)[b] / max(kept[b].sum(), 1) ]
+
+    advantages: (B, 1) (or (B,)); policy_log_probs, old_log_probs, rollout_log_probs, response_mask:
+    (B, T). A token the mask mode rejects leaves the denominator of its row; a row with no kept
+    token contributes 0 and still counts in the mean over rows (a micro-batch where every token is
+    rejected gives loss 0, still in the graph, and a zero gradient, never NaN). Positions where response_mask is 0 are
+    never read in rollout_log_probs. The gradient flows into policy_log_probs (and old_log_probs
+    through the ratio), never through w. Metadata: "weights" w (B, T); "kept_fraction" =
+    kept.sum() / response_mask.sum() (0 for an empty mask); "clip_fraction": the fraction of kept
+    tokens whose clipped term is strictly the smaller one (0 when none is kept). Raises ValueError
+    as importance_weights does, and for policy_log_probs of another shape than old_log_probs.
+    """
+    if policy_log_probs.shape != old_log_probs.shape:
+        raise ValueError(f"policy_log_probs has shape {tuple(policy_log_probs.shape)} and old_log_probs "
+                         f"{tuple(old_log_probs.shape)}: they must have the same shape")
+    w = importance_weights(train_log_probs=old_log_probs, rollout_log_probs=rollout_log_probs,
+                           response_mask=response_mask, mode=mode, cap=cap, aggregate=aggregate)
+    per_token, clip = compute_grpo_clip_loss(advantages, policy_log_probs, old_log_probs, cliprange)
+    m = response_mask.bool()
+    kept = m & (w > 0) if mode.endswith("mask") else m
+    row_sums = torch.where(kept, w * per_token, torch.zeros_like(per_token)).sum(dim=-1)
+    loss = (row_sums / kept.sum(dim=-1).clamp(min=1)).mean()
+    n_kept = kept.sum().to(loss.dtype)
+    metadata = {
+        "weights": w,
+        "kept_fraction": n_kept / m.sum().clamp(min=1).to(loss.dtype),
+        "clip_fraction": (clip["clipped"] & kept).sum().to(loss.dtype) / n_kept.clamp(min=1),
+    }
+    return loss, metadata

@@ -9,6 +9,8 @@ student code sees) leaves out; `autograder.cases.fingerprint` covers it.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -75,3 +77,27 @@ class MaskDraw:
         if not garbage:
             return torch.where(mask, train, rollout), rollout
         return torch.where(mask, train, self.garbage(*d.shape)), torch.where(mask, rollout, self.garbage(*d.shape))
+
+    def capped_log_ratios(self, spans, T: int, mode: str, cap: float, aggregate: str = "sum", targets=None):
+        """(B, T) float64 train-minus-rollout log-ratios for importance weights capped at `cap`:
+        for a token mode, `log_ratios` with a ratio above cap planted in row 0 and one below 1 / cap
+        in row 1; for a sequence mode, each row's sum (aggregate "mean": mean) over its response set
+        to `targets` (default: alternately below and above log cap). No token log-ratio is within
+        1e-4 of log cap, no target within 1e-3."""
+        x = self.log_ratios(len(spans), T)
+        log_cap = math.log(cap)
+        if mode.startswith("token"):
+            for b, (start, n) in enumerate(spans[:2]):
+                if n:
+                    x[b, start] = (1 if b == 0 else -1) * (log_cap + 0.2 + 0.5 * float(torch.rand((), generator=self.gen)))
+            return self.away_from(x, [log_cap], 1e-4)
+        if targets is None:
+            sides = torch.tensor([(-1.0) ** b for b in range(len(spans))], dtype=torch.float64)
+            targets = log_cap + sides * (0.05 + 1.5 * torch.rand(len(spans), generator=self.gen, dtype=torch.float64))
+        targets = self.away_from(targets, [log_cap], 1e-3)
+        for b, (start, n) in enumerate(spans):
+            if n:
+                row = x[b, start:start + n]
+                goal = targets[b] * (n if aggregate == "mean" else 1)
+                x[b, start:start + n] = row + (goal - row.sum()) / n
+        return x

@@ -38,8 +38,6 @@ What the cases are built to catch:
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 GRADED = "importance_weights"
@@ -50,31 +48,10 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
 
     d = MaskDraw(gen)
 
-    def log_ratios(spans, T, mode, cap, aggregate, targets=None):
-        """(B, T) float64 log-ratios: planted tokens on both sides of the cap (token modes), or each
-        row's sum / mean set to a target on both sides of log cap (sequence modes)."""
-        x = d.log_ratios(len(spans), T)
-        log_cap = math.log(cap)
-        if mode.startswith("token"):
-            for b, (start, n) in enumerate(spans[:2]):  # one ratio above cap, one below 1 / cap
-                if n:
-                    x[b, start] = (1 if b == 0 else -1) * (log_cap + 0.2 + 0.5 * float(torch.rand((), generator=gen)))
-            return d.away_from(x, [log_cap], 1e-4)
-        if targets is None:
-            sides = torch.tensor([(-1.0) ** b for b in range(len(spans))], dtype=torch.float64)  # both sides
-            targets = log_cap + sides * (0.05 + 1.5 * torch.rand(len(spans), generator=gen, dtype=torch.float64))
-        targets = d.away_from(targets, [log_cap], 1e-3)
-        for b, (start, n) in enumerate(spans):
-            if n:
-                row = x[b, start:start + n]
-                goal = targets[b] * (n if aggregate == "mean" else 1)
-                x[b, start:start + n] = row + (goal - row.sum()) / n
-        return x
-
     def case(spans, T, mode, cap, aggregate="sum", dtype=torch.float32, mask_kind="bool", pass_aggregate=True,
              targets=None):
         m = d.mask_of(T, spans)
-        train, rollout = d.log_prob_pair(log_ratios(spans, T, mode, cap, aggregate, targets), m)
+        train, rollout = d.log_prob_pair(d.capped_log_ratios(spans, T, mode, cap, aggregate, targets), m)
         mk = {"bool": m, "long": m.long(), "float": m.to(dtype)}[mask_kind]
         kwargs = {"aggregate": aggregate} if pass_aggregate else {}
         return {"train_log_probs": train.to(dtype), "rollout_log_probs": rollout.to(dtype), "response_mask": mk,
