@@ -89,7 +89,8 @@ class MaskDraw:
         if mode.startswith("token"):
             for b, (start, n) in enumerate(spans[:2]):
                 if n:
-                    x[b, start] = (1 if b == 0 else -1) * (log_cap + 0.2 + 0.5 * float(torch.rand((), generator=self.gen)))
+                    beyond = log_cap + 0.2 + 0.5 * float(torch.rand((), generator=self.gen))
+                    x[b, start] = beyond if b == 0 else -beyond
             return self.away_from(x, [log_cap], 1e-4)
         if targets is None:
             sides = torch.tensor([(-1.0) ** b for b in range(len(spans))], dtype=torch.float64)

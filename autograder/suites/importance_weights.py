@@ -109,4 +109,5 @@ def call(fn, inputs: dict) -> dict:
     before = (train.detach().clone(), rollout.detach().clone(), mask.clone())
     w = fn(*args, **inputs["kwargs"])
     unchanged = all(torch.equal(a, b) for a, b in zip((train.detach(), rollout.detach(), mask), before))
-    return {"weights": w, "detached": not (isinstance(w, torch.Tensor) and w.requires_grad), "inputs_unchanged": unchanged}
+    detached = not (isinstance(w, torch.Tensor) and w.requires_grad)
+    return {"weights": w, "detached": detached, "inputs_unchanged": unchanged}

@@ -12,21 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course_lib import importance_weights
-from tests.helpers import (PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, mask_of, randn, response_runs,
-                           seeds, with_garbage)
+from tests.helpers import (PROPERTY_SETTINGS, corpus_tests, edited, log_prob_pair, many_draws_test,
+                           response_runs, seeds, with_garbage)
 
 SUITE = "importance_weights"
 MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 modes = st.sampled_from(MODES)
-
-
-def log_prob_pair(run, seed, dtype=torch.float64, scale=0.5):
-    """(train, rollout, mask): train - rollout ~ N(0, scale^2) on the response, garbage elsewhere."""
-    T, spans = run
-    mask = mask_of(T, spans)
-    rollout = -randn(len(spans), T, seed=seed, dtype=torch.float64).abs() - 0.1
-    train = rollout + randn(len(spans), T, seed=seed + 1, dtype=torch.float64, scale=scale)
-    return with_garbage(train, mask, seed).to(dtype), with_garbage(rollout, mask, seed + 3).to(dtype), mask
 
 
 def by_hand(train, rollout, spans, T, mode, cap, aggregate):
@@ -47,7 +38,7 @@ def by_hand(train, rollout, spans, T, mode, cap, aggregate):
        st.sampled_from([torch.float32, torch.float64]), st.sampled_from(["bool", "long", "float"]))
 def test_reference_matches_the_weights_by_hand(run, seed, mode, cap, aggregate, dtype, mask_kind):
     T, spans = run
-    train, rollout, mask = log_prob_pair(run, seed, dtype)
+    train, rollout, mask = log_prob_pair(run, seed, dtype, scale=0.5)
     expected = by_hand(train, rollout, spans, T, mode, cap, aggregate)
     # a ratio within rounding of the cap may land on either side in float32: leave those draws out
     ratios = by_hand(train, rollout, spans, T, mode.replace("mask", "truncate"), math.inf, aggregate)
@@ -63,7 +54,7 @@ def test_reference_matches_the_weights_by_hand(run, seed, mode, cap, aggregate, 
 @PROPERTY_SETTINGS
 @given(response_runs(), seeds, modes, st.sampled_from(["sum", "mean"]))
 def test_reference_never_reads_outside_the_response(run, seed, mode, aggregate):
-    train, rollout, mask = log_prob_pair(run, seed, torch.float32)
+    train, rollout, mask = log_prob_pair(run, seed, torch.float32, scale=0.5)
     a = importance_weights(train, rollout, mask, mode, 2.0, aggregate)
     b = importance_weights(with_garbage(train, mask, seed + 11), with_garbage(rollout, mask, seed + 13), mask, mode, 2.0,
                            aggregate)

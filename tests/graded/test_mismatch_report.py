@@ -12,19 +12,10 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from course_lib import mismatch_report
-from tests.helpers import (PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, mask_of, randn, response_runs,
-                           seeds, with_garbage)
+from tests.helpers import (PROPERTY_SETTINGS, corpus_tests, edited, log_prob_pair, many_draws_test,
+                           response_runs, seeds, with_garbage)
 
 SUITE = "mismatch_report"
-
-
-def log_prob_pair(run, seed, dtype=torch.float64, scale=0.3):
-    """(train, rollout, mask): train - rollout ~ N(0, scale^2) on the response, garbage elsewhere."""
-    T, spans = run
-    mask = mask_of(T, spans)
-    rollout = -randn(len(spans), T, seed=seed, dtype=torch.float64).abs() - 0.1
-    train = rollout + randn(len(spans), T, seed=seed + 1, dtype=torch.float64, scale=scale)
-    return with_garbage(train, mask, seed).to(dtype), with_garbage(rollout, mask, seed + 3).to(dtype), mask
 
 
 def quantile_by_hand(values: list[float], q: float) -> float:
