@@ -40,9 +40,9 @@ import math
 import torch
 
 GRADED = "mismatch_report"
-# grader-only: the sums in other orders, a rounding of their own at the scale of the terms (the signed
-# mean cancels to near 0 by design; in float64, where the reference is its own truth, too)
-VARIANTS = ["autograder.suites.mismatch_report:variant_split_sums"]
+# grader-only: the signed sums one unit of rounding of their terms' scale apart (the signed mean
+# cancels to near 0 by design; in float64, where the reference is its own truth, too)
+VARIANTS = ["autograder.suites.mismatch_report:variant_split_sums_one_ulp_apart"]
 KEYS = ("mean_diff", "mean_abs", "std_abs", "p95_abs", "max_abs", "frac_outside", "mean_k3", "seq_log_ratio",
         "seq_quantiles")
 
@@ -96,22 +96,24 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
     ]
 
 
-def variant_split_sums(train_log_probs, rollout_log_probs, response_mask):
+def variant_split_sums_one_ulp_apart(train_log_probs, rollout_log_probs, response_mask):
     """Grader-only: the reference with its signed sums taken as (sum of the d > 0) + (sum of the
-    d < 0), and its other means accumulated token after token: correct orders whose rounding
-    differs, at the scale of the terms (a signed mean that cancels to near 0 is far smaller)."""
+    d < 0), each moved one unit of its rounding up, and its other means accumulated token after
+    token: where a correct sum in another order lands. A signed mean cancels (by design) to far
+    below its terms, so that its own rounding is no measure of theirs."""
     from course_lib import mismatch_report
 
     out = dict(mismatch_report(train_log_probs, rollout_log_probs, response_mask))  # and its ValueErrors
     m = response_mask.bool()
     diff = train_log_probs - rollout_log_probs
     zero = torch.zeros_like(diff)
-    pos, neg = torch.where(m & (diff > 0), diff, zero), torch.where(m & (diff < 0), diff, zero)
+    pos, neg = torch.where(m & (diff > 0), diff, zero).sum(-1), torch.where(m & (diff < 0), diff, zero).sum(-1)
+    up = torch.tensor(float("inf"), dtype=diff.dtype)
     d = diff[m]
-    out["mean_diff"] = (pos.sum() + neg.sum()) / d.numel()
+    out["mean_diff"] = (torch.nextafter(pos.sum(), up) + torch.nextafter(neg.sum(), up)) / d.numel()
     out["mean_abs"] = d.abs().cumsum(0)[-1] / d.numel()
     out["mean_k3"] = (torch.expm1(d) - d).cumsum(0)[-1] / d.numel()
-    out["seq_log_ratio"] = pos.sum(-1) + neg.sum(-1)
+    out["seq_log_ratio"] = torch.where(m.any(-1), torch.nextafter(pos, up) + torch.nextafter(neg, up), pos + neg)
     return out
 
 
