@@ -2,8 +2,8 @@
 
 Each graded function exists once, in a module at this top level (`tokenization`, `gsm8k`,
 `logprobs`, `masking`, `sft`, `grpo`, `rewards`, `kl`, `ppo`, `dpo`, `preferences`, `softcap`,
-`thinking`); the solution notebooks show this same code and the autograder's hidden cases are
-generated from it. Everything else lives in rooms:
+`thinking`, `mismatch`); the solution notebooks show this same code and the autograder's hidden
+cases are generated from it. Everything else lives in rooms:
 
 - `course_lib.training`: configs, model loading, the SFT and GRPO trainers, evaluation, plots, the
   command line and `make demo`;
@@ -37,6 +37,7 @@ from .grpo import (
 from .kl import approx_kl, exact_kl, kl_k1, kl_k2, kl_k3
 from .logprobs import compute_entropy, get_response_log_probs, log_probs_from_logits
 from .masking import masked_mean, masked_normalize
+from .mismatch import corrected_grpo_loss, importance_weights, mismatch_report, sampler_log_probs
 from .ppo import compute_gae, masked_whiten, ppo_microbatch_train_step, token_level_rewards, value_loss
 from .preferences import off_policy_pairs, on_policy_pairs
 from .rewards import evaluate, r1_zero_reward_fn
@@ -82,6 +83,7 @@ __all__ = [
     "compute_naive_policy_gradient_loss",
     "compute_per_instance_dpo_loss",
     "compute_policy_gradient_loss",
+    "corrected_grpo_loss",
     "dpo_loss",
     "evaluate",
     "exact_kl",
@@ -97,6 +99,7 @@ __all__ = [
     "kl_k2",
     "kl_k3",
     "gsm8k_to_r1_zero",
+    "importance_weights",
     "load_gsm8k",
     "load_problems",
     "load_tiny",
@@ -105,6 +108,7 @@ __all__ = [
     "masked_mean",
     "masked_normalize",
     "masked_whiten",
+    "mismatch_report",
     "off_policy_pairs",
     "on_policy_pairs",
     "ppo_microbatch_train_step",
@@ -113,6 +117,7 @@ __all__ = [
     "read_jsonl",
     "remove_empty_think",
     "render_conversation",
+    "sampler_log_probs",
     "sequence_log_probs",
     "sft_microbatch_train_step",
     "sft_train_step",

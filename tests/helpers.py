@@ -69,6 +69,16 @@ def with_garbage(x: torch.Tensor, mask: torch.Tensor, seed: int) -> torch.Tensor
     return torch.where(mask, x, garbage)
 
 
+def log_prob_pair(run, seed: int, dtype=torch.float64, scale: float = 0.3):
+    """(train, rollout, mask) for a response run (T, spans): log-probs below 0 whose difference
+    train - rollout is N(0, scale^2) on the response, and garbage (`with_garbage`) elsewhere."""
+    T, spans = run
+    mask = mask_of(T, spans)
+    rollout = -randn(len(spans), T, seed=seed, dtype=torch.float64).abs() - 0.1
+    train = rollout + randn(len(spans), T, seed=seed + 1, dtype=torch.float64, scale=scale)
+    return with_garbage(train, mask, seed).to(dtype), with_garbage(rollout, mask, seed + 3).to(dtype), mask
+
+
 def course_tokenizer():
     from transformers import AutoTokenizer
 

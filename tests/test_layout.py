@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "course_lib"
-GRADED_MODULES = {"tokenization", "gsm8k", "logprobs", "masking", "sft", "grpo", "rewards", "kl", "ppo", "dpo", "preferences", "softcap", "thinking"}
+GRADED_MODULES = {"tokenization", "gsm8k", "logprobs", "masking", "sft", "grpo", "rewards", "kl", "ppo", "dpo", "preferences", "softcap",
+                  "thinking", "mismatch"}
 UTILITIES = {"paths", "selfcheck"}
 ROOMS = {"training", "rollouts", "world"}
 MAX_FUNCTION_LINES = 80

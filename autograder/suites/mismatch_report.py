@@ -1,0 +1,134 @@
+"""Hidden cases of `mismatch_report(train_log_probs, rollout_log_probs, response_mask) -> dict`
+(notebook 15): statistics of d = train - rollout over the response tokens (mean_diff, mean_abs,
+std_abs, p95_abs, max_abs, frac_outside, mean_k3), the (B,) per-row sums of d and their
+(0.05, 0.5, 0.95) quantiles over the rows that have a response token.
+
+Every mask is one contiguous response per row (prompt, response, padding); d is what two
+engines show: most tokens N(0, 0.03^2), a fifth of magnitude 0.1 to 1.5, either sign (so that
+the signed mean is near 0 while the mismatch is not). Where the mask is 0 both log-probs hold
+independent garbage of magnitude 5 to 50. No d is within 1e-4 of log 0.9 or log 1.1, so that
+no ratio's side of the [0.9, 1.1] band is decided by rounding. Float32 and float64; bool, long
+and float masks. Error cases must raise ValueError: their output is {"raises": "ValueError"},
+{"raises": "other"} (another exception) or {"raises": None}.
+
+Outputs: the nine statistics (each key of the report) and whether the caller's tensors were
+left unchanged. No gradient: the report is a diagnostic.
+
+What the cases are built to catch:
+
+- every case (garbage outside the mask): statistics over every position, or the mask applied
+  by multiplication (the garbage's exp overflows: inf * 0 = NaN);
+- every case: |d| statistics taken on d (p95 and max signed; `largest_is_negative_*` puts the
+  largest |d| on a negative d), the biased std (n instead of n - 1), the ratio inverted in k3
+  (r = exp(-d): the k3 of the other direction, which `skewed_positive_*` shows most);
+- `tiny_mismatch_float32_*` (|d| about 1e-3): k3 as exp(d) - 1 - d in float32, which loses its
+  value (about d^2 / 2) to the rounding of exp near 1;
+- `band_edges_*` (d from -0.12 to 0.12): the band taken as |d| > 0.1 (log 0.9 = -0.105 and
+  log 1.1 = 0.095 are not symmetric);
+- `empty_rows_*`, `T1_*` (rows without a response token): the sequence quantiles over every
+  row (an empty row's 0 among them), a per-row sum that is not 0 there;
+- `B1_*` (one row: the three quantiles are its sum), `all_one_mask_*`, `B16_T128_*`: shapes;
+- `long_mask_*`, `float_mask_*`: `d[response_mask]` with a mask that is not bool (it indexes
+  rows, or raises); `float64_*`: float64 computed or returned in float32;
+- `error_shapes_differ_*`, `error_empty_mask_*`: the two errors of the contract.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+GRADED = "mismatch_report"
+# grader-only: the signed sums one unit of rounding of their terms' scale apart (the signed mean
+# cancels to near 0 by design; in float64, where the reference is its own truth, too)
+VARIANTS = ["autograder.suites.mismatch_report:variant_split_sums_one_ulp_apart"]
+KEYS = ("mean_diff", "mean_abs", "std_abs", "p95_abs", "max_abs", "frac_outside", "mean_k3", "seq_log_ratio",
+        "seq_quantiles")
+
+
+def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
+    from ._response_mask_cases import MaskDraw
+
+    d = MaskDraw(gen)
+    bounds = (math.log(0.9), math.log(1.1))
+
+    def case(spans, T, dtype=torch.float32, mask_kind="bool", diffs=None, **draw):
+        m = d.mask_of(T, spans)
+        x = d.away_from(d.log_ratios(len(spans), T, **draw) if diffs is None else diffs, bounds, 1e-4)
+        train, rollout = d.log_prob_pair(x, m)
+        mk = {"bool": m, "long": m.long(), "float": m.to(dtype)}[mask_kind]
+        return {"train_log_probs": train.to(dtype), "rollout_log_probs": rollout.to(dtype), "response_mask": mk,
+                "expect_error": False}
+
+    def error(train_shape, rollout_shape, mask):
+        return {"train_log_probs": -torch.rand(*train_shape, generator=gen),
+                "rollout_log_probs": -torch.rand(*rollout_shape, generator=gen), "response_mask": mask,
+                "expect_error": True}
+
+    skewed = d.log_ratios(4, 32).abs() * torch.where(torch.rand(4, 32, generator=gen) < 0.85, 1.0, -1.0).double()
+    negative = d.log_ratios(3, 24)
+    negative_spans = d.spans(3, 24, lengths=(6, None))
+    negative[1, negative_spans[1][0] + 2] = -(2.5 + torch.rand((), generator=gen, dtype=torch.float64))
+    edge_spans = d.spans(3, 16, lengths=(8, None))
+    edges = -0.12 + 0.24 * torch.rand(3, 16, generator=gen, dtype=torch.float64)
+    for b, (start, _) in enumerate(edge_spans):  # a ratio above 1.1 with |d| < 0.1, one above 0.9 with |d| > 0.1
+        edges[b, start], edges[b, start + 1] = 0.0975 + 0.001 * d.signs(1), -0.1027 + 0.001 * d.signs(1)
+    empty = d.spans(6, 20)
+    empty[1] = empty[4] = (0, 0)
+    return [
+        ("symmetric_tails_float32_B4_T40", case(d.spans(4, 40, lengths=(8, None)), 40)),
+        ("skewed_positive_float32_B4_T32", case(d.spans(4, 32, lengths=(8, None)), 32, diffs=skewed)),
+        ("largest_is_negative_float32_B3_T24", case(negative_spans, 24, diffs=negative)),
+        ("tiny_mismatch_float32_B4_T40", case(d.spans(4, 40, lengths=(10, None)), 40, scale=1e-3, tail=0.0)),
+        ("band_edges_float32_B3_T16", case(edge_spans, 16, diffs=edges)),
+        ("empty_rows_float32_B6_T20", case(empty, 20)),
+        ("long_mask_B4_T30", case(d.spans(4, 30), 30, mask_kind="long")),
+        ("float_mask_B4_T30", case(d.spans(4, 30), 30, mask_kind="float")),
+        ("float64_B5_T24", case(d.spans(5, 24), 24, dtype=torch.float64)),
+        ("float64_float_mask_B3_T16", case(d.spans(3, 16), 16, dtype=torch.float64, mask_kind="float")),
+        ("all_one_mask_B3_T16", case([(0, 16)] * 3, 16)),
+        ("T1_B6", case([(0, 1), (0, 1), (0, 0), (0, 1), (0, 1), (0, 1)], 1)),
+        ("B1_T50", case([(7, 30)], 50)),
+        ("B16_T128_float32", case(d.spans(16, 128, lengths=(20, 100)), 128)),
+        ("error_shapes_differ_3x8_3x9", error((3, 8), (3, 9), torch.ones(3, 8, dtype=torch.bool))),
+        ("error_empty_mask_3x8", error((3, 8), (3, 8), torch.zeros(3, 8, dtype=torch.bool))),
+    ]
+
+
+def variant_split_sums_one_ulp_apart(train_log_probs, rollout_log_probs, response_mask):
+    """Grader-only: the reference with its signed sums taken as (sum of the d > 0) + (sum of the
+    d < 0), each moved one unit of its rounding up, and its other means accumulated token after
+    token: where a correct sum in another order lands. A signed mean cancels (by design) to far
+    below its terms, so that its own rounding is no measure of theirs."""
+    from course_lib import mismatch_report
+
+    out = dict(mismatch_report(train_log_probs, rollout_log_probs, response_mask))  # and its ValueErrors
+    m = response_mask.bool()
+    diff = train_log_probs - rollout_log_probs
+    zero = torch.zeros_like(diff)
+    pos, neg = torch.where(m & (diff > 0), diff, zero).sum(-1), torch.where(m & (diff < 0), diff, zero).sum(-1)
+    up = torch.tensor(float("inf"), dtype=diff.dtype)
+    d = diff[m]
+    out["mean_diff"] = (torch.nextafter(pos.sum(), up) + torch.nextafter(neg.sum(), up)) / d.numel()
+    out["mean_abs"] = d.abs().cumsum(0)[-1] / d.numel()
+    out["mean_k3"] = (torch.expm1(d) - d).cumsum(0)[-1] / d.numel()
+    out["seq_log_ratio"] = torch.where(m.any(-1), torch.nextafter(pos, up) + torch.nextafter(neg, up), pos + neg)
+    return out
+
+
+def call(fn, inputs: dict) -> dict:
+    train = inputs["train_log_probs"].clone()
+    rollout = inputs["rollout_log_probs"].clone()
+    mask = inputs["response_mask"].clone()
+    if inputs["expect_error"]:
+        try:
+            fn(train, rollout, mask)
+        except Exception as e:  # noqa: BLE001 - which exception is the output
+            return {"raises": "ValueError" if isinstance(e, ValueError) else "other"}
+        return {"raises": None}
+    before = (train.clone(), rollout.clone(), mask.clone())
+    report = fn(train, rollout, mask)
+    result = {k: report.get(k) for k in KEYS} if isinstance(report, dict) else {"report": report}
+    result["inputs_unchanged"] = all(torch.equal(a, b) for a, b in zip((train, rollout, mask), before))
+    return result

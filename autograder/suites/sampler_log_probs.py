@@ -1,0 +1,137 @@
+"""Hidden cases of `sampler_log_probs(logits, tokens, temperature=1.0, top_k=None, top_p=None,
+renormalize=True) -> (...)` (notebook 15): the log-prob of each token under the distribution a
+sampler draws from: z = logits / temperature, the top_k largest z kept, then among those the
+smallest prefix (by the top-k-renormalised probability, descending) whose cumulative probability
+reaches top_p (a token is kept iff the probability strictly before it sums to < top_p), then
+log_softmax over the kept z (-inf outside); renormalize=False: log_softmax(z) over the whole
+vocabulary.
+
+Logits are N(0, scale^2) (scale 1.5 to 3), in float32 and float64, of shapes (N, V), (B, T, V)
+and (V,), V from 16 to 512. Every row is drawn again until its kept set is decided with room:
+no two z within 1e-4 of each other, the k-th and (k+1)-th z at least 1e-3 apart, and no
+cumulative probability within 1e-3 of top_p (there the kept set is undefined). The tokens of
+each row are, in turn, the last token kept (the one whose probability crosses top_p or the k-th
+largest), the first token dropped, a kept token and any token. Error cases must raise
+ValueError: their output is {"raises": "ValueError"}, {"raises": "other"} or {"raises": None}.
+
+Outputs: the log-probs (-inf where a token is dropped) and whether the caller's tensors were left
+unchanged. No gradient: a sampler's log-probs are data.
+
+What the cases are built to catch:
+
+- every top-p case (the last token kept is among the tokens): the cumulative sum taken with the
+  token itself (cumsum < top_p drops the token that crosses top_p), a cumsum <= top_p;
+- `top_k_*`: top-k keeping k + 1 tokens (`>` against the (k+1)-th value), or k - 1;
+- `top_k_20_then_top_p_0.8_*`, `large_vocab_*`: top-p applied before top-k (the nucleus of
+  the whole distribution, then cut to k: more tokens kept than the nucleus of the top k);
+- every truncated case with renormalize=True: log_softmax over the whole vocabulary where the
+  kept set's is asked (no renormalisation), a dropped token given a finite log-prob;
+- `renormalize_false_*`: renormalising when not asked;
+- `temperature_*`: the temperature not applied, applied after the softmax (log p / T), or
+  multiplied instead of divided;
+- `top_k_1_*`, `top_p_0.05_*` (only the most likely token kept: log p = 0 there), `top_k_V_*`,
+  `top_k_0_top_p_1_*` (the off values), `defaults_*` (no keyword passed);
+- `float64_*`: float64 computed or returned in float32; `3d_*`, `vector_1d_*`: shapes;
+- errors: temperature 0 and negative, top_k -1 and V + 1, top_p 0 and 1.5, tokens of another shape.
+"""
+
+from __future__ import annotations
+
+import torch
+
+GRADED = "sampler_log_probs"
+ARGS = ("temperature", "top_k", "top_p", "renormalize")
+
+
+def _kept_count(z: torch.Tensor, top_k, top_p) -> tuple[int, bool]:
+    """(how many tokens the sampler keeps, whether that is decided with room) for one row of z
+    (float64), sorted descending: the kept set is always a prefix of that order."""
+    s = z.sort(descending=True).values
+    V = len(s)
+    ok = bool((s[:-1] - s[1:]).min() > 1e-4) if V > 1 else True
+    n = top_k if top_k else V
+    if n < V:
+        ok = ok and bool(s[n - 1] - s[n] > 1e-3)
+    if top_p is not None and top_p < 1:
+        probs = torch.softmax(s[:n], -1)
+        before = torch.cat([probs.new_zeros(1), probs.cumsum(-1)[:-1]])
+        ok = ok and bool((before - top_p).abs().min() > 1e-3)
+        n = int((before < top_p).sum())
+    return n, ok
+
+
+def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
+    def rows(N, V, scale, temperature, top_k, top_p):
+        """(N, V) float64 logits whose kept sets are decided with room, and (N,) tokens."""
+        logits, tokens = torch.zeros(N, V, dtype=torch.float64), torch.zeros(N, dtype=torch.long)
+        for i in range(N):
+            for _ in range(1000):
+                row = scale * torch.randn(V, generator=gen, dtype=torch.float64)
+                n, ok = _kept_count(row / temperature, top_k, top_p)
+                if ok:
+                    break
+            else:
+                raise RuntimeError("no row of logits with a kept set decided with room")
+            order = (row / temperature).argsort(descending=True)
+            pick = int(torch.randint(0, n, (), generator=gen))
+            anywhere = int(torch.randint(0, V, (), generator=gen))
+            candidates = [order[n - 1], order[n] if n < V else order[0], order[pick], anywhere]
+            logits[i], tokens[i] = row, int(candidates[i % 4])
+        return logits, tokens
+
+    def case(shape, V, dtype=torch.float32, scale=2.0, **kwargs):
+        settings = {"temperature": 1.0, "top_k": None, "top_p": None, **kwargs}
+        settings.pop("renormalize", None)
+        N = 1
+        for s in shape:
+            N *= s
+        logits, tokens = rows(N, V, scale, settings["temperature"], settings["top_k"], settings["top_p"])
+        return {"logits": logits.view(*shape, V).to(dtype), "tokens": tokens.view(shape), "kwargs": kwargs,
+                "expect_error": False}
+
+    def error(shape=(3, 16), tokens_shape=(3,), **kwargs):
+        return {"logits": torch.randn(*shape, generator=gen), "tokens": torch.zeros(tokens_shape, dtype=torch.long),
+                "kwargs": kwargs, "expect_error": True}
+
+    return [
+        ("top_k_10_float32_N8_V32", case((8,), 32, top_k=10)),
+        ("top_p_0.9_float32_N12_V32", case((12,), 32, top_p=0.9)),
+        ("top_p_0.5_float32_N8_V64", case((8,), 64, scale=1.5, top_p=0.5)),
+        ("top_k_20_then_top_p_0.8_float32_N12_V64", case((12,), 64, scale=1.5, top_k=20, top_p=0.8)),
+        ("temperature_0.7_top_p_0.9_N8_V32", case((8,), 32, temperature=0.7, top_p=0.9)),
+        ("temperature_1.5_top_k_8_N8_V32", case((8,), 32, temperature=1.5, top_k=8)),
+        ("temperature_0.5_no_truncation_N8_V32", case((8,), 32, temperature=0.5)),
+        ("renormalize_false_top_k_10_top_p_0.9_N8_V32", case((8,), 32, top_k=10, top_p=0.9, renormalize=False)),
+        ("renormalize_false_temperature_0.8_N8_V32", case((8,), 32, temperature=0.8, top_p=0.7, renormalize=False)),
+        ("top_k_1_N8_V32", case((8,), 32, top_k=1)),
+        ("top_p_0.05_N8_V32", case((8,), 32, top_p=0.05)),
+        ("top_k_V_N8_V16", case((8,), 16, top_k=16)),
+        ("top_k_0_top_p_1_temperature_1.2_N8_V32", case((8,), 32, temperature=1.2, top_k=0, top_p=1.0)),
+        ("defaults_N8_V32", case((8,), 32)),
+        ("float64_top_k_12_top_p_0.85_N8_V48", case((8,), 48, dtype=torch.float64, top_k=12, top_p=0.85)),
+        ("3d_B2_T4_V32_top_p_0.9", case((2, 4), 32, top_p=0.9, temperature=0.9)),
+        ("vector_1d_V24_top_k_5", case((), 24, top_k=5)),
+        ("large_vocab_N8_V512_top_k_50_top_p_0.95", case((8,), 512, scale=3.0, top_k=50, top_p=0.95)),
+        ("error_temperature_0", error(temperature=0.0)),
+        ("error_temperature_negative", error(temperature=-1.0)),
+        ("error_top_k_negative", error(top_k=-1)),
+        ("error_top_k_above_V", error(top_k=17)),
+        ("error_top_p_0", error(top_p=0.0)),
+        ("error_top_p_1.5", error(top_p=1.5)),
+        ("error_tokens_shape", error(tokens_shape=(3, 1))),
+    ]
+
+
+def call(fn, inputs: dict) -> dict:
+    logits = inputs["logits"].clone()
+    tokens = inputs["tokens"].clone()
+    if inputs["expect_error"]:
+        try:
+            fn(logits, tokens, **inputs["kwargs"])
+        except Exception as e:  # noqa: BLE001 - which exception is the output
+            return {"raises": "ValueError" if isinstance(e, ValueError) else "other"}
+        return {"raises": None}
+    before = (logits.clone(), tokens.clone())
+    out = fn(logits, tokens, **inputs["kwargs"])
+    unchanged = torch.equal(logits, before[0]) and torch.equal(tokens, before[1])
+    return {"log_probs": out, "inputs_unchanged": unchanged}

@@ -1,0 +1,247 @@
+"""importance_weights (notebook 15): the reference's contract, correct versions that earn full marks
+through the real judge, and realistic mistakes that lose them (CONTRIBUTING.md, "Adding a graded
+function")."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from course_lib import importance_weights
+from tests.helpers import (PROPERTY_SETTINGS, corpus_tests, edited, log_prob_pair, many_draws_test,
+                           response_runs, seeds, with_garbage)
+
+SUITE = "importance_weights"
+MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+modes = st.sampled_from(MODES)
+
+
+def by_hand(train, rollout, spans, T, mode, cap, aggregate):
+    out = [[0.0] * T for _ in spans]
+    for b, (start, n) in enumerate(spans):
+        d = [float(train[b, t]) - float(rollout[b, t]) for t in range(start, start + n)]
+        if mode.startswith("sequence") and n:
+            d = [(sum(d) / n if aggregate == "mean" else sum(d))] * n
+        for i, x in enumerate(d):
+            r = math.exp(x)
+            out[b][start + i] = min(r, cap) if mode.endswith("truncate") else (r if r <= cap else 0.0)
+    return torch.tensor(out, dtype=torch.float64)
+
+
+# ---------------------------------------------------------------- the reference
+@PROPERTY_SETTINGS
+@given(response_runs(), seeds, modes, st.sampled_from([0.5, 1.5, 2.0, 5.0]), st.sampled_from(["sum", "mean"]),
+       st.sampled_from([torch.float32, torch.float64]), st.sampled_from(["bool", "long", "float"]))
+def test_reference_matches_the_weights_by_hand(run, seed, mode, cap, aggregate, dtype, mask_kind):
+    T, spans = run
+    train, rollout, mask = log_prob_pair(run, seed, dtype, scale=0.5)
+    expected = by_hand(train, rollout, spans, T, mode, cap, aggregate)
+    # a ratio within rounding of the cap may land on either side in float32: leave those draws out
+    ratios = by_hand(train, rollout, spans, T, mode.replace("mask", "truncate"), math.inf, aggregate)
+    if ((ratios - cap).abs() < 1e-4 * cap).any():
+        return
+    mk = {"bool": mask, "long": mask.long(), "float": mask.to(dtype)}[mask_kind]
+    got = importance_weights(train, rollout, mk, mode, cap, aggregate)
+    assert got.shape == mask.shape and got.dtype == dtype
+    torch.testing.assert_close(got.double(), expected, atol=0.0, rtol=64 * T * torch.finfo(dtype).eps)
+    assert (got[~mask] == 0).all() and (got <= cap).all() and (got >= 0).all()
+
+
+@PROPERTY_SETTINGS
+@given(response_runs(), seeds, modes, st.sampled_from(["sum", "mean"]))
+def test_reference_never_reads_outside_the_response(run, seed, mode, aggregate):
+    train, rollout, mask = log_prob_pair(run, seed, torch.float32, scale=0.5)
+    a = importance_weights(train, rollout, mask, mode, 2.0, aggregate)
+    b = importance_weights(with_garbage(train, mask, seed + 11), with_garbage(rollout, mask, seed + 13), mask, mode, 2.0,
+                           aggregate)
+    assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_reference_is_detached(mode):
+    train, rollout, mask = log_prob_pair((6, [(1, 3), (0, 6)]), 3, torch.float32)
+    train.requires_grad_()
+    rollout.requires_grad_()
+    w = importance_weights(train, rollout, mask, mode, 2.0)
+    assert not w.requires_grad
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_reference_overflow_gives_the_cap_or_0_never_nan(dtype):
+    train = torch.zeros(2, 4, dtype=dtype)
+    rollout = torch.tensor([[-300.0, -300.0, -300.0, 0.0], [300.0, 300.0, 300.0, 0.0]], dtype=dtype)
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 0]])
+    truncated = importance_weights(train, rollout, mask, "sequence_truncate", 2.0)
+    assert truncated.tolist() == [[2.0, 2.0, 2.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
+    assert importance_weights(train, rollout, mask, "sequence_mask", 2.0).tolist() == [[0.0] * 4, [0.0] * 4]
+    assert importance_weights(train, rollout, mask, "token_mask", 2.0)[0].tolist() == [0.0] * 4
+
+
+def test_reference_sum_and_mean_of_a_row():
+    train = torch.tensor([[0.0, 0.0, 0.0, 9.0]], dtype=torch.float64)
+    rollout = torch.tensor([[-0.1, -0.2, 0.9, -9.0]], dtype=torch.float64)  # log-ratios 0.1, 0.2, -0.9
+    mask = torch.tensor([[1, 1, 1, 0]])
+    w = importance_weights(train, rollout, mask, "sequence_truncate", 5.0, "sum")
+    torch.testing.assert_close(w, torch.tensor([[math.exp(-0.6)] * 3 + [0.0]], dtype=torch.float64))
+    w = importance_weights(train, rollout, mask, "sequence_mask", 5.0, "mean")
+    torch.testing.assert_close(w, torch.tensor([[math.exp(-0.2)] * 3 + [0.0]], dtype=torch.float64))
+    w = importance_weights(train, rollout, mask, "token_mask", 1.15, "mean")  # aggregate: sequence modes only
+    torch.testing.assert_close(w, torch.tensor([[math.exp(0.1), 0.0, math.exp(-0.9), 0.0]], dtype=torch.float64))
+
+
+def test_reference_rejects_bad_input():
+    t, m = torch.zeros(2, 3), torch.ones(2, 3)
+    with pytest.raises(ValueError, match="mode"):
+        importance_weights(t, t, m, "token_clip", 2.0)
+    with pytest.raises(ValueError, match="aggregate"):
+        importance_weights(t, t, m, "sequence_mask", 2.0, "max")
+    with pytest.raises(ValueError, match="cap"):
+        importance_weights(t, t, m, "token_mask", 0.0)
+    with pytest.raises(ValueError, match=r"train_log_probs.*rollout_log_probs"):
+        importance_weights(t, torch.zeros(2, 4), m, "token_mask", 2.0)
+    with pytest.raises(ValueError, match="response_mask"):
+        importance_weights(t, t, torch.ones(3, 3), "token_mask", 2.0)
+
+
+# ---------------------------------------------------------------- correct versions and mistakes
+CHECKS = """
+            if mode not in ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask"):
+                raise ValueError(f"unknown mode {mode}")
+            if aggregate not in ("sum", "mean"):
+                raise ValueError(f"unknown aggregate {aggregate}")
+            if cap <= 0:
+                raise ValueError("cap must be positive")
+            if train_log_probs.shape != rollout_log_probs.shape or response_mask.shape != train_log_probs.shape:
+                raise ValueError("train_log_probs, rollout_log_probs and response_mask must have one shape")
+"""
+CORRECT = {
+    "where_under_no_grad": """
+        import torch
+        def importance_weights(train_log_probs, rollout_log_probs, response_mask, mode, cap, aggregate="sum"):
+""" + CHECKS + """
+            with torch.no_grad():
+                m = response_mask.bool()
+                log_r = torch.where(m, train_log_probs - rollout_log_probs, torch.zeros_like(train_log_probs))
+                if mode.startswith("sequence"):
+                    total = log_r.sum(dim=1, keepdim=True)
+                    if aggregate == "mean":
+                        total = total / m.sum(dim=1, keepdim=True).clamp(min=1)
+                    log_r = total.expand_as(log_r)
+                r = torch.exp(log_r)
+                if mode.endswith("truncate"):
+                    w = torch.clamp(r, max=cap)
+                else:
+                    w = torch.where(r <= cap, r, torch.zeros_like(r))
+                return torch.where(m, w, torch.zeros_like(w))
+    """,
+    # Python floats row by row (exp of up to +-120 is finite in float64)
+    "loop_over_rows_python_floats": """
+        import math
+        import torch
+        def importance_weights(train_log_probs, rollout_log_probs, response_mask, mode, cap, aggregate="sum"):
+""" + CHECKS + """
+            train, rollout = train_log_probs.detach().tolist(), rollout_log_probs.detach().tolist()
+            B, T = train_log_probs.shape
+            out = torch.zeros(B, T, dtype=train_log_probs.dtype)
+            for b in range(B):
+                idx = [t for t in range(T) if response_mask[b, t] != 0]
+                logs = [train[b][t] - rollout[b][t] for t in idx]
+                if mode.startswith("sequence") and idx:
+                    s = sum(logs) / (len(idx) if aggregate == "mean" else 1)
+                    logs = [s] * len(idx)
+                for t, x in zip(idx, logs):
+                    r = math.exp(min(x, 700.0))
+                    if mode.endswith("truncate"):
+                        out[b, t] = min(r, cap)
+                    else:
+                        out[b, t] = r if r <= cap else 0.0
+            return out
+    """,
+    # boolean indexing, float64 inside, detached at the start
+    "boolean_indexing_float64": """
+        import torch
+        def importance_weights(train_log_probs, rollout_log_probs, response_mask, mode, cap, aggregate="sum"):
+""" + CHECKS + """
+            m = response_mask.bool()
+            diff = train_log_probs.detach().double() - rollout_log_probs.detach().double()
+            B, T = diff.shape
+            out = torch.zeros(B, T, dtype=torch.float64)
+            if mode.startswith("token"):
+                log_r = diff[m]
+            else:
+                rows = torch.arange(B)[:, None].expand(B, T)[m]
+                sums = torch.zeros(B, dtype=torch.float64).index_add(0, rows, diff[m])
+                if aggregate == "mean":
+                    sums = sums / m.sum(1).clamp(min=1)
+                log_r = sums[rows]
+            r = log_r.exp()
+            out[m] = r.clamp(max=cap) if mode.endswith("truncate") else r * (r <= cap)
+            return out.to(train_log_probs.dtype)
+    """,
+    # in log space: truncation as exp(min(log r, log cap)), the mask as log r <= log cap
+    "log_space_comparisons": """
+        import math
+        import torch
+        def importance_weights(train_log_probs, rollout_log_probs, response_mask, mode, cap, aggregate="sum"):
+""" + CHECKS + """
+            mask = response_mask.to(train_log_probs.dtype)
+            keep = response_mask != 0
+            log_r = (train_log_probs - rollout_log_probs).detach().masked_fill(~keep, 0.0)
+            level = mode.split("_")[0]
+            if level == "sequence":
+                n = mask.sum(-1, keepdim=True)
+                log_r = log_r.sum(-1, keepdim=True) / (n.clamp(min=1) if aggregate == "mean" else 1)
+                log_r = log_r * torch.ones_like(mask)
+            log_cap = math.log(cap)
+            if mode.endswith("truncate"):
+                w = torch.exp(torch.minimum(log_r, torch.full_like(log_r, log_cap)))
+            else:
+                w = torch.where(log_r <= log_cap, torch.exp(log_r), torch.zeros_like(log_r))
+            return w * mask
+    """,
+}
+
+WHERE = CORRECT["where_under_no_grad"]
+MISTAKES = {
+    "ratio_inverted": (edited(WHERE, ("train_log_probs - rollout_log_probs", "rollout_log_probs - train_log_probs")),
+                       ["token_truncate_cap2_float32_B4_T24", "sequence_mask_sum_cap2_B6_T24"]),
+    "sequence_ratio_from_the_mean_always": (edited(WHERE, ('if aggregate == "mean":\n', "if True:\n")),
+                                            ["sequence_truncate_sum_cap2_B6_T24", "sequence_mask_sum_cap2_B6_T24",
+                                             "sequence_mask_default_aggregate_cap3_B6_T20"]),
+    "sequence_ratio_from_the_sum_always": (edited(WHERE, ('if aggregate == "mean":\n', "if False:\n")),
+                                           ["sequence_truncate_mean_cap1.5_B6_T24", "sequence_mask_mean_cap2_B6_T24"]),
+    # the mean over the row's width T: the padding and the prompt counted as tokens of log-ratio 0
+    "mean_over_the_width": (edited(WHERE, ("total = total / m.sum(dim=1, keepdim=True).clamp(min=1)",
+                                           "total = total / m.shape[1]")),
+                            ["sequence_truncate_mean_cap1.5_B6_T24", "sequence_mask_mean_cap2_B6_T24"]),
+    "mask_mode_zeroes_the_ratios_below_cap": (edited(WHERE, ("w = torch.where(r <= cap, r, torch.zeros_like(r))",
+                                                             "w = torch.where(r >= cap, r, torch.zeros_like(r))")),
+                                              ["token_mask_cap2_float32_B4_T24", "sequence_mask_sum_cap2_B6_T24"]),
+    # truncation both ways, as a symmetric clip
+    "truncation_with_a_lower_bound": (edited(WHERE, ("w = torch.clamp(r, max=cap)", "w = torch.clamp(r, min=1 / cap, max=cap)")),
+                                      ["token_truncate_cap2_float32_B4_T24", "token_truncate_cap1.5_long_mask_B4_T20"]),
+    "not_zero_off_the_mask": (edited(WHERE, ("return torch.where(m, w, torch.zeros_like(w))", "return w")),
+                              ["token_truncate_cap2_float32_B4_T24", "empty_rows_token_truncate_cap2_B5_T16"]),
+    # the row's sum over every position: the prompt's and the padding's garbage in it
+    "sequence_sum_over_every_position": (edited(WHERE, ("total = log_r.sum(dim=1, keepdim=True)",
+                                                        "total = (train_log_probs - rollout_log_probs).sum(dim=1, keepdim=True)")),
+                                         ["sequence_truncate_sum_cap2_B6_T24", "sequence_mask_sum_cap2_B6_T24"]),
+    # r * (r <= cap): inf * 0 = NaN where the sum overflows exp
+    "mask_mode_as_a_product": (edited(WHERE, ("w = torch.where(r <= cap, r, torch.zeros_like(r))", "w = r * (r <= cap)")),
+                               ["overflow_sequence_mask_sum_cap2_B4_T20"]),
+    "not_detached": (edited(WHERE, ("with torch.no_grad():", "if True:")),
+                     ["token_truncate_cap2_float32_B4_T24", "sequence_mask_sum_cap2_B6_T24"]),
+    "mask_not_made_bool": (edited(CORRECT["boolean_indexing_float64"], ("m = response_mask.bool()", "m = response_mask")),
+                           ["token_truncate_cap1.5_long_mask_B4_T20", "token_mask_cap3_float_mask_B4_T20"]),
+    "always_float32": (edited(WHERE, ("r = torch.exp(log_r)", "r = torch.exp(log_r.float())")),
+                       ["float64_token_mask_cap5_B4_T16", "float64_sequence_truncate_sum_cap2_long_mask_B4_T16"]),
+    "cap_not_checked": (edited(WHERE, ('raise ValueError("cap must be positive")', "pass")),
+                        ["error_cap_0", "error_cap_negative"]),
+}
+
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT)

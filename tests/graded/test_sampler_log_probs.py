@@ -1,0 +1,281 @@
+"""sampler_log_probs (notebook 15): the reference's contract, correct versions that earn full marks
+through the real judge, and realistic mistakes that lose them (CONTRIBUTING.md, "Adding a graded
+function")."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from autograder.suites.sampler_log_probs import _kept_count
+from course_lib import sampler_log_probs
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, randn, seeds
+
+SUITE = "sampler_log_probs"
+
+settings_ = st.tuples(st.sampled_from([0.5, 1.0, 1.7]), st.sampled_from([None, 0, 1, 3, 8]),
+                      st.sampled_from([None, 1.0, 0.05, 0.5, 0.9]))
+
+
+def by_hand(row: list[float], token: int, temperature, top_k, top_p) -> float:
+    """One row in Python floats: sort, cut to k, the nucleus of what is left, log-softmax over it."""
+    z = [x / temperature for x in row]
+    order = sorted(range(len(z)), key=lambda i: -z[i])[:top_k or len(z)]
+    top = max(z[i] for i in order)
+    total = sum(math.exp(z[i] - top) for i in order)
+    kept, before = [], 0.0
+    for i in order:
+        if top_p is None or before < top_p:
+            kept.append(i)
+        before += math.exp(z[i] - top) / total
+    if token not in kept:
+        return -math.inf
+    return z[token] - top - math.log(sum(math.exp(z[i] - top) for i in kept))
+
+
+# ---------------------------------------------------------------- the reference
+@PROPERTY_SETTINGS
+@given(seeds, st.integers(1, 5), st.integers(2, 12), settings_, st.sampled_from([torch.float32, torch.float64]))
+def test_reference_matches_the_sampler_by_hand(seed, N, V, setting, dtype):
+    temperature, top_k, top_p = setting
+    assume(not top_k or top_k <= V)
+    logits = randn(N, V, seed=seed, dtype=torch.float64, scale=2.0)
+    assume(all(_kept_count(row / temperature, top_k, top_p)[1] for row in logits))  # decided with room
+    tokens = torch.randint(0, V, (N,), generator=torch.Generator().manual_seed(seed))
+    got = sampler_log_probs(logits.to(dtype), tokens, temperature=temperature, top_k=top_k, top_p=top_p)
+    assert got.shape == (N,) and got.dtype == dtype
+    expected = torch.tensor([by_hand(logits[i].tolist(), int(tokens[i]), temperature, top_k, top_p) for i in range(N)],
+                            dtype=torch.float64)
+    torch.testing.assert_close(got.double(), expected, atol=64 * torch.finfo(dtype).eps * 10, rtol=1e-5)
+
+
+@PROPERTY_SETTINGS
+@given(seeds, st.integers(2, 12), settings_)
+def test_reference_is_a_distribution_over_the_kept_tokens(seed, V, setting):
+    temperature, top_k, top_p = setting
+    assume(not top_k or top_k <= V)
+    logits = randn(3, V, seed=seed, dtype=torch.float64, scale=2.0)
+    every = torch.arange(V).expand(3, V)
+    lp = sampler_log_probs(logits[:, None, :].expand(3, V, V), every, temperature, top_k, top_p)
+    torch.testing.assert_close(torch.logsumexp(lp, -1), torch.zeros(3, dtype=torch.float64))
+    assert (lp[torch.arange(3), logits.argmax(-1)] > -math.inf).all()  # the most likely is always kept
+    kept = (lp > -math.inf).sum(-1)
+    assert (kept <= (top_k or V)).all()
+    if top_k and not top_p:
+        assert (kept == top_k).all()
+
+
+@PROPERTY_SETTINGS
+@given(seeds, st.integers(2, 12), settings_)
+def test_reference_without_renormalisation_is_the_full_log_softmax(seed, V, setting):
+    temperature, top_k, top_p = setting
+    assume(not top_k or top_k <= V)
+    logits = randn(4, V, seed=seed, scale=2.0)
+    tokens = torch.randint(0, V, (4,), generator=torch.Generator().manual_seed(seed))
+    got = sampler_log_probs(logits, tokens, temperature, top_k, top_p, renormalize=False)
+    full = torch.log_softmax(logits / temperature, -1).gather(-1, tokens[:, None]).squeeze(-1)
+    assert torch.equal(got, full)
+
+
+def test_reference_off_values_are_off():
+    logits = randn(2, 3, 7, seed=5, scale=2.0)
+    tokens = torch.randint(0, 7, (2, 3), generator=torch.Generator().manual_seed(1))
+    plain = sampler_log_probs(logits, tokens, 0.8)
+    assert torch.equal(plain, torch.log_softmax(logits / 0.8, -1).gather(-1, tokens[..., None]).squeeze(-1))
+    assert torch.equal(sampler_log_probs(logits, tokens, 0.8, top_k=0, top_p=1.0), plain)
+    assert torch.equal(sampler_log_probs(logits, tokens, 0.8, top_k=7), plain)
+
+
+def test_reference_keeps_the_token_that_crosses_top_p_and_cuts_to_k_first():
+    logits = torch.log(torch.tensor([0.5, 0.3, 0.15, 0.05]))
+    every = torch.arange(4)
+    # before = 0, 0.5, 0.8, 0.95: with top_p 0.7 the third token (before 0.8) goes, the second (crossing 0.7) stays
+    got = sampler_log_probs(logits.expand(4, 4), every, top_p=0.7)
+    torch.testing.assert_close(got[:2], torch.log(torch.tensor([0.625, 0.375])))
+    assert got[2:].tolist() == [-math.inf, -math.inf]
+    # top_k 2 first: renormalised 0.625, 0.375; with top_p 0.6 only the first stays (before 0.625 >= 0.6)
+    got = sampler_log_probs(logits.expand(4, 4), every, top_k=2, top_p=0.6)
+    assert got.tolist() == [0.0, -math.inf, -math.inf, -math.inf]
+
+
+def test_reference_leaves_its_inputs_unchanged():
+    logits, tokens = randn(3, 9, seed=2), torch.tensor([0, 4, 8])
+    before = logits.clone()
+    sampler_log_probs(logits, tokens, 0.7, 3, 0.9)
+    assert torch.equal(logits, before)
+
+
+@pytest.mark.parametrize(("kwargs", "name"), [({"temperature": 0.0}, "temperature"), ({"temperature": -0.5}, "temperature"),
+                                              ({"top_k": -1}, "top_k"), ({"top_k": 10}, "top_k"), ({"top_p": 0.0}, "top_p"),
+                                              ({"top_p": 1.01}, "top_p")])
+def test_reference_rejects_bad_settings(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        sampler_log_probs(torch.zeros(2, 9), torch.zeros(2, dtype=torch.long), **kwargs)
+
+
+def test_reference_rejects_tokens_of_another_shape():
+    with pytest.raises(ValueError, match="tokens"):
+        sampler_log_probs(torch.zeros(2, 9), torch.zeros(2, 1, dtype=torch.long))
+
+
+# ---------------------------------------------------------------- correct versions and mistakes
+CHECKS = """
+            V = logits.shape[-1]
+            if temperature <= 0:
+                raise ValueError("temperature must be positive")
+            if top_k is not None and (top_k < 0 or top_k > V):
+                raise ValueError("top_k out of range")
+            if top_p is not None and not (0 < top_p <= 1):
+                raise ValueError("top_p must be in (0, 1]")
+            if tuple(tokens.shape) != tuple(logits.shape[:-1]):
+                raise ValueError("tokens must have the shape of logits[..., 0]")
+"""
+CORRECT = {
+    # one sort: the kept set is a prefix of the descending order
+    "sort_once_prefix_scatter": """
+        import torch
+        def sampler_log_probs(logits, tokens, temperature=1.0, top_k=None, top_p=None, renormalize=True):
+""" + CHECKS + """
+            z = logits / temperature
+            if not renormalize:
+                return torch.log_softmax(z, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+            sorted_z, order = torch.sort(z, dim=-1, descending=True)
+            keep_sorted = torch.ones_like(sorted_z, dtype=torch.bool)
+            if top_k:
+                keep_sorted[..., top_k:] = False
+            if top_p is not None and top_p < 1.0:
+                probs = torch.softmax(sorted_z.masked_fill(~keep_sorted, float("-inf")), dim=-1)
+                before = torch.cumsum(probs, dim=-1) - probs
+                keep_sorted &= before < top_p
+            keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+            log_p = torch.log_softmax(z.masked_fill(~keep, float("-inf")), dim=-1)
+            return log_p.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    """,
+    # Python floats, one row at a time
+    "loop_over_rows_python_floats": """
+        import math
+        import torch
+        def sampler_log_probs(logits, tokens, temperature=1.0, top_k=None, top_p=None, renormalize=True):
+""" + CHECKS + """
+            flat = logits.reshape(-1, V).double().tolist()
+            toks = tokens.reshape(-1).tolist()
+            out = []
+            for row, tok in zip(flat, toks):
+                z = [x / temperature for x in row]
+                top = max(z)
+                if not renormalize:
+                    out.append(z[tok] - top - math.log(sum(math.exp(x - top) for x in z)))
+                    continue
+                order = sorted(range(V), key=lambda i: z[i], reverse=True)
+                if top_k:
+                    order = order[:top_k]
+                if top_p is not None and top_p < 1.0:
+                    norm = sum(math.exp(z[i] - top) for i in order)
+                    kept, acc = [], 0.0
+                    for i in order:
+                        if acc >= top_p:
+                            break
+                        kept.append(i)
+                        acc += math.exp(z[i] - top) / norm
+                    order = kept
+                if tok in order:
+                    out.append(z[tok] - top - math.log(sum(math.exp(z[i] - top) for i in order)))
+                else:
+                    out.append(float("-inf"))
+            return torch.tensor(out, dtype=logits.dtype).reshape(tokens.shape)
+    """,
+    # the way vLLM writes it: top-k by the k-th value, then top-p on the ascending sort, dropping
+    # the tokens whose cumulative probability from below is <= 1 - p (the last one always stays)
+    "vllm_ascending_cumsum": """
+        import torch
+        def sampler_log_probs(logits, tokens, temperature=1.0, top_k=None, top_p=None, renormalize=True):
+""" + CHECKS + """
+            z = logits / temperature
+            if not renormalize:
+                return torch.log_softmax(z, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+            if top_k:
+                kth = torch.topk(z, top_k, dim=-1).values[..., -1:]
+                z = torch.where(z < kth, torch.full_like(z, float("-inf")), z)
+            if top_p is not None and top_p < 1.0:
+                z_sorted, idx = z.sort(dim=-1, descending=False)
+                cum = z_sorted.softmax(dim=-1).cumsum(dim=-1)
+                drop = cum <= 1 - top_p
+                drop[..., -1] = False
+                drop = drop.scatter(-1, idx, drop)
+                z = z.masked_fill(drop, float("-inf"))
+            return torch.log_softmax(z, dim=-1).gather(-1, tokens[..., None])[..., 0]
+    """,
+    # float64 inside, ranks from argsort of argsort, an exclusive cumsum by concatenation
+    "float64_ranks_where": """
+        import torch
+        def sampler_log_probs(logits, tokens, temperature=1.0, top_k=None, top_p=None, renormalize=True):
+""" + CHECKS + """
+            z = logits.double() / temperature
+            if renormalize:
+                rank = z.argsort(dim=-1, descending=True).argsort(dim=-1)
+                keep = rank < (top_k if top_k else V)
+                if top_p is not None and top_p != 1.0:
+                    p = torch.where(keep, z, torch.tensor(float("-inf"), dtype=z.dtype)).softmax(-1)
+                    p_sorted = p.sort(dim=-1, descending=True).values
+                    excl = torch.cat([torch.zeros_like(p_sorted[..., :1]), p_sorted.cumsum(-1)[..., :-1]], dim=-1)
+                    n_keep = (excl < top_p).sum(dim=-1, keepdim=True)
+                    keep = keep & (rank < n_keep)
+                z = torch.where(keep, z, torch.tensor(float("-inf"), dtype=z.dtype))
+            log_p = z - torch.logsumexp(z, dim=-1, keepdim=True)
+            return torch.gather(log_p, -1, tokens.unsqueeze(-1)).squeeze(-1).to(logits.dtype)
+    """,
+}
+
+SORT = CORRECT["sort_once_prefix_scatter"]
+VLLM = CORRECT["vllm_ascending_cumsum"]
+RANKS = CORRECT["float64_ranks_where"]
+MISTAKES = {
+    # the nucleus of the whole distribution, then cut to k: more tokens than the nucleus of the top k
+    "top_p_before_top_k": (edited(RANKS, ("keep = rank < (top_k if top_k else V)\n", "keep = torch.ones_like(rank, dtype=torch.bool)\n"),
+                                  ("keep = keep & (rank < n_keep)", "keep = keep & (rank < n_keep)\n"
+                                   "                if top_k:\n"
+                                   "                    keep = keep & (rank < top_k)")),
+                           ["top_k_20_then_top_p_0.8_float32_N12_V64", "large_vocab_N8_V512_top_k_50_top_p_0.95"]),
+    # cumsum < top_p with the token itself: the token whose probability crosses top_p is dropped
+    "cumsum_includes_the_token": (edited(SORT, ("before = torch.cumsum(probs, dim=-1) - probs", "before = torch.cumsum(probs, dim=-1)")),
+                                  ["top_p_0.9_float32_N12_V32", "top_p_0.5_float32_N8_V64",
+                                   "top_k_20_then_top_p_0.8_float32_N12_V64"]),
+    # log_softmax over the whole vocabulary, -inf only put on the dropped tokens
+    "no_renormalisation": (edited(SORT, ('log_p = torch.log_softmax(z.masked_fill(~keep, float("-inf")), dim=-1)',
+                                         'log_p = torch.log_softmax(z, dim=-1).masked_fill(~keep, float("-inf"))')),
+                           ["top_k_10_float32_N8_V32", "top_p_0.9_float32_N12_V32"]),
+    "renormalised_when_not_asked": (edited(VLLM, ("            if not renormalize:\n"
+                                                  "                return torch.log_softmax(z, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)\n", "")),
+                                    ["renormalize_false_top_k_10_top_p_0.9_N8_V32",
+                                     "renormalize_false_temperature_0.8_N8_V32"]),
+    "temperature_not_applied": (edited(SORT, ("z = logits / temperature", "z = logits")),
+                                ["temperature_0.7_top_p_0.9_N8_V32", "temperature_0.5_no_truncation_N8_V32"]),
+    # log p / T after the softmax: neither the distribution nor its truncation is the sampler's
+    "temperature_after_the_softmax": (edited(SORT, ("z = logits / temperature", "z = torch.log_softmax(logits, dim=-1)"),
+                                             ("return log_p.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)",
+                                              "return log_p.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) / temperature"),
+                                             ("return torch.log_softmax(z, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)",
+                                              "return z.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) / temperature")),
+                                      ["temperature_1.5_top_k_8_N8_V32", "temperature_0.5_no_truncation_N8_V32"]),
+    "top_k_keeps_k_plus_1": (edited(SORT, ("keep_sorted[..., top_k:] = False", "keep_sorted[..., top_k + 1:] = False")),
+                             ["top_k_10_float32_N8_V32", "top_k_1_N8_V32", "temperature_1.5_top_k_8_N8_V32"]),
+    # a large negative number instead of -inf: the dropped tokens get a finite log-prob
+    "dropped_tokens_finite": (edited(SORT, ('log_p = torch.log_softmax(z.masked_fill(~keep, float("-inf")), dim=-1)',
+                                            'log_p = torch.log_softmax(z.masked_fill(~keep, -1e9), dim=-1)')),
+                              ["top_k_10_float32_N8_V32", "top_p_0.9_float32_N12_V32"]),
+    # top_k = 0 taken as "keep 0" (topk of 0 values): the off value not honoured
+    "top_k_0_not_off": (edited(VLLM, ("if top_k:", "if top_k is not None:")),
+                        ["top_k_0_top_p_1_temperature_1.2_N8_V32"]),
+    "always_float32": (edited(SORT, ("z = logits / temperature", "z = logits.float() / temperature")),
+                       ["float64_top_k_12_top_p_0.85_N8_V48"]),
+    "settings_not_checked": (edited(SORT, ('raise ValueError("temperature must be positive")', "pass"),
+                                    ('raise ValueError("top_p must be in (0, 1]")', "pass")),
+                             ["error_temperature_negative", "error_top_p_1.5"]),
+}
+
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT)
