@@ -54,6 +54,7 @@ class Rollout:
     text: str
     token_ids: list[int]
     finish_reason: str  # "stop" | "length"
+    log_probs: list[float] | None = None  # the sampler's log-prob of each token, when the engine reports them
 
 
 @runtime_checkable
