@@ -53,7 +53,7 @@ from .assignments import hidden_calls, hidden_gates
 from .cases import ensure_cases
 from .course_folder import CONFIG, SOLUTIONS, gradebook_cells, prepare_course, tool_env
 from .judge import JudgeServer
-from .limits import OUTPUT_LIMIT, Slot, run_limited
+from .limits import OUTPUT_LIMIT, Slot, drain_pending, run_limited
 from .report import UNSANDBOXED
 from .safe_files import copy_tree, read_file
 from .sandbox import sandbox_available, sandboxed, unsandboxed_env
@@ -299,6 +299,7 @@ def grade(assignment: str, course: Path, jobs: int = 2, timeout: float = 600.0, 
                     rows.append({"student": student, "status": "crashed", "score": 0.0,
                                  "max_score": sum(c["max_score"] for c in cells), "cells": {},
                                  "notes": [f"grading error: {type(e).__name__}: {e}"]})
+    drain_pending()  # a slot that was slow to empty (a process killed mid-allocation) is removed before the run ends
     write_grades(course, assignment, rows, cells)
     return rows
 

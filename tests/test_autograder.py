@@ -355,6 +355,26 @@ def test_slots_of_a_killed_grading_are_removed_by_the_next_one():
                 Cgroup(Path(g), controller="pids", version=1).close()
 
 
+def test_a_slot_that_was_slow_to_empty_is_removed_before_the_run_ends():
+    """A close that gives up (here at once, while the killed process is still exiting) leaves the
+    cgroup pending; the grading run's `drain_pending` (called before `grade` returns) removes it."""
+    from autograder.limits import Slot, drain_pending
+
+    slot = Slot(2**30, 16)
+    if slot.kind["processes"] != "cgroup":
+        slot.close()
+        pytest.skip("no pids cgroup here: nothing of a slot outlives its process")
+    proc = subprocess.Popen(["sleep", "60"], preexec_fn=slot.preexec(file_bytes=None, address_space=None))
+    try:
+        assert slot.processes.close(patience=0.0) is False and slot.processes.path.exists()
+        proc.wait(timeout=30)
+        assert drain_pending(patience=30) == [] and not slot.processes.path.exists()
+    finally:
+        proc.kill()
+        proc.wait()
+        slot.close()
+
+
 # ---------------------------------------------------------------- link-proof copies
 def test_copies_never_follow_links_and_are_bounded(tmp_path):
     from autograder.safe_files import copy_tree, read_file
