@@ -8,6 +8,7 @@ before the tests run.
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
 import socket
@@ -20,6 +21,7 @@ from course_lib import get_response_log_probs, gsm8k_to_r1_zero, load_problems, 
 from course_lib.rollouts import SamplingParams, make_engine
 from course_lib.rollouts.vllm_server import (VLLM_PYTHON, ServerEngine, ServerError, VLLMServer, group_members,
                                              post_json)
+from course_lib.training.grpo_trainer import train_grpo
 from course_lib.world.tiny_models import TINY_MODELS, load_tiny
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=40, n=1)
@@ -49,7 +51,8 @@ def test_the_server_samples_like_the_trainer_syncs_weights_and_leaves_nothing_be
     """One server start (about 30-70 s): greedy tokens equal the fast engine's, per-token log-probs equal
     the trainer's forward; a weight sync makes it sample the new weights; without the prefix-cache reset
     repeated prompts are served from the old weights' keys and values (the stale-cache bug); a server
-    that dies mid-run gives a clear error; its whole process group is gone after stop."""
+    that dies mid-run gives a clear error; GRPO steps with the server as the rollout backend leave it
+    sampling the trained policy; its whole process group is gone after stop."""
     _need_vllm()
     torch.set_num_threads(1)
     sft, tok = load_tiny("qwen2-sft")
@@ -80,6 +83,19 @@ def test_the_server_samples_like_the_trainer_syncs_weights_and_leaves_nothing_be
         fresh = _gap(base, tok, fresh_rollouts)
         assert fresh < 1e-4 and stale > 0.1, (stale, fresh)
         assert [r.token_ids for r in fresh_rollouts] == [r.token_ids for r in make_engine("fast", base, tok).generate(prompts, GREEDY)]
+
+        # GRPO with the server as its rollout backend: the trainer syncs the weights after every step,
+        # so the server then samples the trained policy
+        policy = copy.deepcopy(sft)
+        questions = [gsm8k_to_r1_zero(p) for p in load_problems("arith", "train")[:8]]
+        train_grpo({"lr": 1e-3, "rollout_batch_size": 16, "group_size": 4, "train_batch_size": 16,
+                    "gradient_accumulation_steps": 2, "loss_type": "grpo_clip", "sampling_max_tokens": 60,
+                    "n_grpo_steps": 2, "eval_examples": 0, "seed": 0},
+                   model=policy, tokenizer=tok, train_data=questions, eval_data=[], engine=engine, progress=False)
+        assert any((p - q).abs().max() > 0 for p, q in zip(policy.parameters(), sft.parameters()))
+        after = engine.generate(prompts, GREEDY)
+        assert _gap(policy, tok, after) < 1e-4
+        assert [r.token_ids for r in after] == [r.token_ids for r in make_engine("fast", policy, tok).generate(prompts, GREEDY)]
 
         os.killpg(pid, signal.SIGKILL)  # the server dies mid-run
         server.process.wait(timeout=30)
