@@ -2,8 +2,8 @@
 
 Each graded function exists once, in a module at this top level (`tokenization`, `gsm8k`,
 `logprobs`, `masking`, `sft`, `grpo`, `rewards`, `kl`, `ppo`, `dpo`, `preferences`, `softcap`,
-`thinking`, `mismatch`); the solution notebooks show this same code and the autograder's hidden
-cases are generated from it. Everything else lives in rooms:
+`thinking`, `serving`, `mismatch`); the solution notebooks show this same code and the
+autograder's hidden cases are generated from it. Everything else lives in rooms:
 
 - `course_lib.training`: configs, model loading, the SFT and GRPO trainers, evaluation, plots, the
   command line and `make demo`;
@@ -41,6 +41,7 @@ from .mismatch import corrected_grpo_loss, importance_weights, mismatch_report, 
 from .ppo import compute_gae, masked_whiten, ppo_microbatch_train_step, token_level_rewards, value_loss
 from .preferences import off_policy_pairs, on_policy_pairs
 from .rewards import evaluate, r1_zero_reward_fn
+from .serving import rollouts_from_completion
 from .sft import sft_microbatch_train_step, sft_train_step
 from .softcap import chunked_response_log_probs, final_logits_softcap
 from .thinking import (
@@ -117,6 +118,7 @@ __all__ = [
     "read_jsonl",
     "remove_empty_think",
     "render_conversation",
+    "rollouts_from_completion",
     "sampler_log_probs",
     "sequence_log_probs",
     "sft_microbatch_train_step",

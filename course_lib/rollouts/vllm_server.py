@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..paths import REPO_ROOT
+from ..serving import rollouts_from_completion
 from .interface import Rollout, SamplingParams, cut_at_stop
 
 VLLM_PYTHON = REPO_ROOT / ".venv-vllm" / "bin" / "python"
@@ -212,16 +213,12 @@ class ServerEngine:
         return body
 
     def rollouts(self, prompt: str, reply: dict, params: SamplingParams) -> list[Rollout]:
-        """The `n` rollouts of one reply, in sample order; token ids read from `token_id:N`, eos dropped."""
+        """The `n` rollouts of one reply (`rollouts_from_completion`, notebook 14), their text decoded from the ids."""
         out = []
-        for choice in sorted(reply["choices"], key=lambda c: c["index"]):
-            ids = [int(t.split(":", 1)[1]) for t in choice["logprobs"]["tokens"]]
-            log_probs = [float(x) for x in choice["logprobs"]["token_logprobs"]]
-            if ids and ids[-1] == self.eos_token_id:
-                ids, log_probs = ids[:-1], log_probs[:-1]
-            text, _ = cut_at_stop(self.tokenizer.decode(ids, skip_special_tokens=False), params.stop)
-            reason = "length" if choice.get("finish_reason") == "length" else "stop"
-            out.append(Rollout(prompt=prompt, text=text, token_ids=ids, finish_reason=reason, log_probs=log_probs))
+        for sample in rollouts_from_completion(reply, eos_token_id=self.eos_token_id):
+            text, _ = cut_at_stop(self.tokenizer.decode(sample["token_ids"], skip_special_tokens=False), params.stop)
+            out.append(Rollout(prompt=prompt, text=text, token_ids=sample["token_ids"],
+                               finish_reason=sample["finish_reason"], log_probs=sample["log_probs"]))
         return out
 
     def generate(self, prompts: list[str], params: SamplingParams) -> list[Rollout]:
