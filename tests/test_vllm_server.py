@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from course_lib import get_response_log_probs, gsm8k_to_r1_zero, load_problems, tokenize_prompt_and_output
-from course_lib.rollouts import SamplingParams, make_engine
+from course_lib.rollouts import RolloutEngineError, SamplingParams, make_engine
 from course_lib.rollouts.vllm_server import (VLLM_PYTHON, ServerEngine, ServerError, VLLMServer, group_members,
                                              post_json)
 from course_lib.training.grpo_trainer import train_grpo
@@ -101,6 +101,32 @@ def test_the_server_samples_like_the_trainer_syncs_weights_and_leaves_nothing_be
         server.process.wait(timeout=30)
         with pytest.raises(ServerError, match="could not be reached"):
             engine.generate(prompts[:1], GREEDY)
+        # a trainer whose server is gone: it stops and says where its checkpoint is, or goes on with the
+        # fallback engine and says so
+        run = {"lr": 1e-3, "rollout_batch_size": 8, "group_size": 4, "train_batch_size": 8, "gradient_accumulation_steps": 1,
+               "sampling_max_tokens": 30, "n_grpo_steps": 3, "eval_examples": 0, "seed": 0}
+        with pytest.raises(RolloutEngineError, match="failed at step 1: .* the run stopped. Set engine_fallback"):
+            train_grpo(run, model=copy.deepcopy(sft), tokenizer=tok, train_data=questions, eval_data=[], engine=engine,
+                       progress=False, output_dir=str(tmp_path / "stopped"))
+        # dead after two steps (the fast engine there, this one after): the checkpoint of step 2 is named
+        live = make_engine("fast", sft, tok)
+        calls = []
+
+        class DiesAfterTwo:
+            def generate(self, prompts, params):
+                calls.append(1)
+                return (live if len(calls) <= 2 else engine).generate(prompts, params)
+
+            def load_weights(self, model):
+                pass
+
+        with pytest.raises(RolloutEngineError, match="failed at step 3: .* its checkpoint is .*step_000002"):
+            train_grpo(run, model=copy.deepcopy(sft), tokenizer=tok, train_data=questions, eval_data=[],
+                       engine=DiesAfterTwo(), progress=False, output_dir=str(tmp_path / "stopped"))
+        assert (tmp_path / "stopped" / "checkpoints" / "step_000002").is_dir()
+        fell_back = train_grpo({**run, "engine_fallback": "fast"}, model=copy.deepcopy(sft), tokenizer=tok,
+                               train_data=questions, eval_data=[], engine=engine, progress=False)
+        assert len([r for r in fell_back.metrics if r["kind"] == "train"]) == 3
     assert server.process is None and not group_members(pid), "a process of the server outlived it"
 
 

@@ -21,7 +21,7 @@ import sys
 
 from .fast_engine import FastEngine, UnsupportedModelError, check_supported
 from .hf_engine import HFEngine
-from .interface import Rollout, RolloutEngine, SamplingParams, cut_at_stop
+from .interface import Rollout, RolloutEngine, RolloutEngineError, SamplingParams, cut_at_stop
 
 ENGINES = ("fast", "hf", "vllm")
 DEFAULT_ENGINE = "fast"
@@ -49,5 +49,5 @@ def make_engine(name: str, model: torch.nn.Module, tokenizer, **kw) -> RolloutEn
     raise ValueError(f"unknown rollout engine {name!r}; expected one of {', '.join(ENGINES)}")
 
 
-__all__ = ["DEFAULT_ENGINE", "ENGINES", "FastEngine", "HFEngine", "Rollout", "RolloutEngine", "SamplingParams",
-           "UnsupportedModelError", "cut_at_stop", "make_engine"]
+__all__ = ["DEFAULT_ENGINE", "ENGINES", "FastEngine", "HFEngine", "Rollout", "RolloutEngine", "RolloutEngineError",
+           "SamplingParams", "UnsupportedModelError", "cut_at_stop", "make_engine"]

@@ -46,6 +46,10 @@ class SamplingParams:
             raise ValueError(f"need n >= 1, max_tokens >= 1, min_tokens >= 0; got {self}")
 
 
+class RolloutEngineError(RuntimeError):
+    """An engine that could not give the rollouts asked for (a server that died or does not answer)."""
+
+
 @dataclass
 class Rollout:
     """One sampled completion of `prompt`."""

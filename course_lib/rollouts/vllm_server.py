@@ -39,13 +39,13 @@ from pathlib import Path
 
 from ..paths import REPO_ROOT
 from ..serving import rollouts_from_completion
-from .interface import Rollout, SamplingParams, cut_at_stop
+from .interface import Rollout, RolloutEngineError, SamplingParams, cut_at_stop
 
 VLLM_PYTHON = REPO_ROOT / ".venv-vllm" / "bin" / "python"
 EXTENSION = "course_lib.rollouts.vllm_worker_ext.CourseWorkerExtension"
 
 
-class ServerError(RuntimeError):
+class ServerError(RolloutEngineError):
     """The rollout server did not start, died, or did not answer."""
 
 

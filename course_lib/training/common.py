@@ -167,14 +167,14 @@ class RunLog:
         self.bar.update(1)
 
     def save_checkpoint(self, *, step: int, model, tokenizer, optimizer, scheduler, data_position: int,
-                        extra_state=None) -> None:
+                        extra_state=None):
         """Checkpoint `step` in `output_dir` (model, optimizer, scheduler, RNG states and the data position,
-        and `extra_state.state_dict()` when given: PPO's critic and its optimizer)."""
+        and `extra_state.state_dict()` when given: PPO's critic and its optimizer); returns its folder."""
         extra = {"data_position": data_position, "kind": self.kind}
         if extra_state is not None:
             extra["extra_state"] = extra_state.state_dict()
-        save_checkpoint(self.output_dir, step=step, model=model, tokenizer=tokenizer, optimizer=optimizer,
-                        scheduler=scheduler, extra=extra, keep=self.cfg.keep_checkpoints)
+        return save_checkpoint(self.output_dir, step=step, model=model, tokenizer=tokenizer, optimizer=optimizer,
+                               scheduler=scheduler, extra=extra, keep=self.cfg.keep_checkpoints)
 
     def finish(self, model, tokenizer) -> TrainResult:
         """Close the bar, put the model in eval mode, save `model/`, and return the run's result."""

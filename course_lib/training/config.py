@@ -36,6 +36,7 @@ class EvalSettings:
     eval_batch_size: int = 256
     engine: str = "fast"  # rollout engine: "fast" (Qwen2/Llama; else it falls back to "hf"), "hf" or "vllm"
     engine_kwargs: dict = field(default_factory=dict)
+    engine_fallback: str | None = None  # an engine to go on with when the rollout engine fails mid-run; None: stop
 
 
 @dataclass

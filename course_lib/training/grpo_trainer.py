@@ -37,6 +37,7 @@ every optimizer step.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -46,7 +47,7 @@ import torch
 from ..grpo import LOSS_TYPES, compute_group_normalized_rewards, grpo_microbatch_train_step, slice_micro_batch
 from ..logprobs import get_response_log_probs
 from ..rewards import r1_zero_reward_fn
-from ..rollouts import Rollout, SamplingParams, make_engine
+from ..rollouts import Rollout, RolloutEngineError, SamplingParams, make_engine
 from ..tokenization import tokenize_prompt_and_output
 from .checkpoint import restore_checkpoint
 from .common import (RunLog, TrainResult, check_finite, data_indices, eval_examples_for, frozen_copy, load_records,
@@ -208,6 +209,22 @@ def collect_rollouts(engine, model, tokenizer, questions: list[dict], cfg: GRPOC
     return RolloutBatch(rollouts=rollouts, tensors=tensors, reward_meta=reward_meta, rollout_seconds=seconds)
 
 
+def engine_failed(err: Exception, *, cfg: GRPOConfig, step: int, model, tokenizer, save: Callable | None = None):
+    """What a run does when its rollout engine fails at `step` (a server that died): with
+    `engine_fallback` set, say so on stderr and return that engine, synced; else save a checkpoint
+    (`save()`, when given: its path or None) and raise a RolloutEngineError that says where it is."""
+    if not cfg.engine_fallback:
+        path = save() if save is not None else None
+        saved = f"; its checkpoint is {path} (--resume goes on from it)" if path else ""
+        raise RolloutEngineError(f"the rollout engine failed at step {step}: {err}; the run stopped{saved}. "
+                                 "Set engine_fallback (e.g. fast) to go on with another engine") from err
+    print(f"the rollout engine failed at step {step} ({err}); going on with engine {cfg.engine_fallback!r}",
+          file=sys.stderr)
+    engine = make_engine(name=cfg.engine_fallback, model=model, tokenizer=tokenizer)
+    engine.load_weights(model)
+    return engine
+
+
 def _mean(values: list[float], empty: float) -> float:
     return sum(values) / len(values) if values else empty
 
@@ -320,9 +337,20 @@ def train_grpo(
                                     extra_state=extra_state)
     if engine is None:
         engine = make_engine(name=cfg.engine, model=model, tokenizer=tokenizer, **(cfg.engine_kwargs or {}))
-    engine.load_weights(model)
     run = RunLog(kind=cfg.kind, cfg=cfg, total_steps=cfg.n_grpo_steps, start_step=start_step, resume=resume,
                  output_dir=cfg.output_dir, progress=progress, on_step=on_step)
+
+    def save(step_done: int):
+        """A checkpoint after `step_done` steps (for a run stopped by its rollout engine); its path, or None."""
+        if not cfg.output_dir:
+            return None
+        return run.save_checkpoint(step=step_done, model=model, tokenizer=tokenizer, optimizer=optimizer,
+                                   scheduler=scheduler, data_position=step_done * n_prompts, extra_state=extra_state)
+
+    try:
+        engine.load_weights(model)
+    except RolloutEngineError as err:
+        engine = engine_failed(err, cfg=cfg, step=start_step + 1, model=model, tokenizer=tokenizer)
     policy = TemperatureScaled(model, cfg.sampling_temperature)  # scores the distribution the rollouts came from
     kl_loss_coef, kl_term = update_kl_arguments(kl_penalty=cfg.kl_penalty, kl_coef=cfg.kl_coef)
     for step in range(start_step, cfg.n_grpo_steps):
@@ -333,9 +361,15 @@ def train_grpo(
         # reference (kl_coef > 0) log-probs, before any update. Stages 1-3 are `collect_rollouts`.
         order = data_indices(len(questions), seed=cfg.seed, start=step * n_prompts, count=n_prompts)
         batch_q = [questions[i] for i in order]
-        batch = collect_rollouts(engine=engine, model=model, tokenizer=tokenizer, questions=batch_q, cfg=cfg,
-                                 step=step, advantage_fn=advantage_fn, reward_fn=reward_fn, tokenize_fn=tokenize_fn,
-                                 log_probs_fn=log_probs_fn, ref_model=ref_model)
+        rollout_args = dict(model=model, tokenizer=tokenizer, questions=batch_q, cfg=cfg, step=step,
+                            advantage_fn=advantage_fn, reward_fn=reward_fn, tokenize_fn=tokenize_fn,
+                            log_probs_fn=log_probs_fn, ref_model=ref_model)
+        try:
+            batch = collect_rollouts(engine=engine, **rollout_args)
+        except RolloutEngineError as err:  # a rollout server that died: stop with a checkpoint, or fall back
+            engine = engine_failed(err, cfg=cfg, step=done, model=model, tokenizer=tokenizer,
+                                   save=lambda: save(step) if step > start_step else None)
+            batch = collect_rollouts(engine=engine, **rollout_args)
         # 4) the update of the rollout batch: epochs x optimizer steps x micro-batches
         model.train()
         update = update_fn(policy=policy, optimizer=optimizer, rollout_batch=batch.tensors, loss_type=cfg.loss_type,
@@ -346,7 +380,10 @@ def train_grpo(
                            log_probs_fn=log_probs_fn, train_step_fn=train_step_fn, **kl_term)
         _check_update(update, done, cfg.output_dir)  # before the next checkpoint is saved
         # 5) weight sync: vLLM holds its own copy of the weights (the HF and fast engines use the policy's)
-        engine.load_weights(model)
+        try:
+            engine.load_weights(model)
+        except RolloutEngineError as err:
+            engine = engine_failed(err, cfg=cfg, step=done, model=model, tokenizer=tokenizer, save=lambda: save(done))
         record = _step_record(step=done, batch=batch, update=update, lr=scheduler.get_last_lr()[0], t0=t0, cfg=cfg)
         if eval_data and (cfg.eval_every and done % cfg.eval_every == 0 or last):
             model.eval()
