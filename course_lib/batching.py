@@ -23,6 +23,10 @@ they differ in how many decode steps they take. The accounting both return:
     slot_steps    = the sum over decode calls of the number of slots fed
     utilization   = slot_steps / (steps * batch_size)      (0.0 when no decode step ran)
     admitted_at[i] = the number of decode calls made before request i was prefilled
+
+Both return {"outputs": list[list[int]] (each request's generated tokens, in request order),
+"steps", "prefills", "slot_steps": int, "utilization": float, "admitted_at": list[int]}, and
+raise ValueError for batch_size < 1, a request without prompt_ids, or max_tokens < 1.
 """
 
 from __future__ import annotations
@@ -46,7 +50,8 @@ class DecodeStep(Protocol):
         ...
 
 
-def _check_requests(requests: list[dict], batch_size: int) -> None:
+def _start(requests: list[dict], batch_size: int) -> tuple[list[list[int]], list[int]]:
+    """Empty outputs and admission steps, once the arguments are checked."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     for i, request in enumerate(requests):
@@ -54,6 +59,7 @@ def _check_requests(requests: list[dict], batch_size: int) -> None:
             raise ValueError(f"requests[{i}] has no prompt_ids (a request needs at least one prompt token)")
         if request.get("max_tokens", 0) < 1:
             raise ValueError(f"requests[{i}]: max_tokens must be >= 1, got {request.get('max_tokens')}")
+    return [[] for _ in requests], [0] * len(requests)
 
 
 def _finished(output: list[int], request: dict, eos_id: int) -> bool:
@@ -73,14 +79,9 @@ def static_batch_generate(step: DecodeStep, requests: list[dict], batch_size: in
     unfinished requests are decoded together until none is left; a finished request is no longer
     fed (its slot stays idle until the batch is done).
 
-    Returns:
-        {"outputs": list[list[int]] (each request's generated tokens, in request order), "steps",
-         "prefills", "slot_steps": int, "utilization": float, "admitted_at": list[int]}.
-    Raises ValueError for batch_size < 1, a request without prompt_ids, or max_tokens < 1.
+    Returns the report of the module docstring; raises ValueError as it says.
     """
-    _check_requests(requests, batch_size)
-    outputs: list[list[int]] = [[] for _ in requests]
-    admitted_at = [0] * len(requests)
+    outputs, admitted_at = _start(requests, batch_size)
     steps = slot_steps = 0
     for start in range(0, len(requests), batch_size):
         live = []  # (slot, request index) of the batch's unfinished requests
@@ -107,14 +108,9 @@ def continuous_batch_generate(step: DecodeStep, requests: list[dict], batch_size
     at once); each decode step feeds every busy slot; a request leaves its slot in the step in
     which it finishes.
 
-    Returns:
-        {"outputs": list[list[int]] (each request's generated tokens, in request order), "steps",
-         "prefills", "slot_steps": int, "utilization": float, "admitted_at": list[int]}.
-    Raises ValueError for batch_size < 1, a request without prompt_ids, or max_tokens < 1.
+    Returns the report of the module docstring; raises ValueError as it says.
     """
-    _check_requests(requests, batch_size)
-    outputs: list[list[int]] = [[] for _ in requests]
-    admitted_at = [0] * len(requests)
+    outputs, admitted_at = _start(requests, batch_size)
     running: dict[int, int] = {}  # slot -> the request it holds
     waiting = 0  # the next request to admit
     steps = slot_steps = 0
@@ -233,10 +229,11 @@ class SyntheticDecodeStep:
 
 
 def run_checked(batcher, requests: list[dict], batch_size: int, eos_id: int, eos_rates: list[float],
-                vocab: int = 64, salt: int = 0) -> dict:
+                vocab: int = 64, salt: int = 0, expect_error: bool = False) -> dict:
     """`batcher(step, requests, batch_size, eos_id)` on a fresh `SyntheticDecodeStep`: its report, what
     the step saw and whether `requests` was left unchanged; {"misuse": the step's message} when
-    the batcher drove the step against its contract. A ValueError of the batcher passes through.
+    the batcher drove the step against its contract. With `expect_error`, only which exception it
+    raised: {"raises": "ValueError"} (or a subclass), "other", or None when it raised none.
 
     Returns:
         {"outputs", "steps", "prefills", "slot_steps", "utilization", "admitted_at" (the report's),
@@ -249,7 +246,13 @@ def run_checked(batcher, requests: list[dict], batch_size: int, eos_id: int, eos
     try:
         report = batcher(step, requests, batch_size, eos_id)
     except DecodeStepMisuse as e:
-        return {"misuse": str(e)}
+        return {"raises": "other"} if expect_error else {"misuse": str(e)}
+    except Exception as e:  # noqa: BLE001 - which exception is the output
+        if not expect_error:
+            raise
+        return {"raises": "ValueError" if isinstance(e, ValueError) else "other"}
+    if expect_error:
+        return {"raises": None}
     keys = ("outputs", "steps", "prefills", "slot_steps", "utilization", "admitted_at")
     return {**{k: report[k] for k in keys}, "step_calls": {"prefill": step.prefills, "decode": step.decodes,
                                                           "fed": step.fed},

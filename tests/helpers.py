@@ -266,3 +266,19 @@ def greedy_alone(requests, rates, salt) -> list[list[int]]:
             out += step.decode([0], [out[-1]])
         outputs.append(out)
     return outputs
+
+
+def checked_batcher_run(fn, drawn, step_class=None):
+    """(report, step) of batcher `fn` on a fresh synthetic step for `drawn` (from `batch_requests`),
+    once the report's outputs are each request's greedy tokens alone and its counts and
+    utilization are the step's own."""
+    from course_lib.batching import SyntheticDecodeStep
+
+    requests, rates, batch_size, salt = drawn
+    step = (step_class or SyntheticDecodeStep)(requests, slots=batch_size, eos_id=BATCH_EOS, eos_rates=rates, salt=salt)
+    got = fn(step, requests, batch_size, BATCH_EOS)
+    assert got["outputs"] == greedy_alone(requests, rates, salt)
+    assert got["prefills"] == step.prefills == len(requests)
+    assert got["steps"] == step.decodes and got["slot_steps"] == step.fed == sum(len(o) - 1 for o in got["outputs"])
+    assert got["utilization"] == (got["slot_steps"] / (got["steps"] * batch_size) if got["steps"] else 0.0)
+    return got, step

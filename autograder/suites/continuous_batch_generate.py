@@ -4,13 +4,8 @@ slot taking the next waiting request (in request order) before the first decode 
 each one, a request leaving its slot in the step in which it finishes (eos_id, kept, or
 max_tokens tokens); the accounting of `course_lib.batching`.
 
-The step is a `course_lib.batching.SyntheticDecodeStep` (no model: the next token is a hash of
-the slot's history; eos at a rate chosen per request), which raises on a use against the
-`DecodeStep` contract; a batcher that misuses it gets {"misuse": the message} as its output.
-Outputs: the report's six keys, the step's own counts (prefills, decode calls, slots fed),
-whether the requests were left unchanged. Error cases must raise ValueError: their output is
-{"raises": "ValueError"}, {"raises": "other"} or {"raises": None}. The cases (shared with
-static_batch_generate): `autograder/suites/_batching_cases.py`.
+The decode step (`course_lib.batching.SyntheticDecodeStep`, which raises on misuse), the outputs
+and the cases are those of `static_batch_generate`'s suite (`autograder/suites/_batching_cases.py`).
 
 What the cases are built to catch:
 
@@ -46,11 +41,4 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
 def call(fn, inputs: dict) -> dict:
     from course_lib.batching import run_checked
 
-    args = {k: v for k, v in inputs.items() if k != "expect_error"}
-    if inputs["expect_error"]:
-        try:
-            run_checked(fn, **args)
-        except Exception as e:  # noqa: BLE001 - which exception is the output
-            return {"raises": "ValueError" if isinstance(e, ValueError) else "other"}
-        return {"raises": None}
-    return run_checked(fn, **args)
+    return run_checked(fn, **inputs)

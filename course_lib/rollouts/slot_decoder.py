@@ -48,7 +48,8 @@ class SlotDecoder:
     def prefill(self, slot: int, prompt_ids: list[int]) -> int:
         slot, width = self._slot(slot), len(prompt_ids)
         if not 1 <= width < self.max_len:
-            raise ValueError(f"prompt_ids: {width} tokens; a slot holds 1 .. {self.max_len - 1} (max_len {self.max_len})")
+            raise ValueError(f"prompt_ids: {width} tokens; a slot's prompt holds 1 .. {self.max_len - 1} "
+                             f"(max_len {self.max_len})")
         ids = torch.tensor([prompt_ids], dtype=torch.long, device=self.device)
         row = [(k[slot : slot + 1], v[slot : slot + 1]) for k, v in self.cache]  # views: written in place
         causal = torch.ones(width, width, dtype=torch.bool, device=self.device).tril()

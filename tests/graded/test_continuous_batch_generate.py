@@ -9,7 +9,8 @@ from hypothesis import given
 
 from course_lib import continuous_batch_generate
 from course_lib.batching import SyntheticDecodeStep
-from tests.helpers import BATCH_EOS, PROPERTY_SETTINGS, batch_requests, corpus_tests, edited, greedy_alone, many_draws_test
+from tests.helpers import (BATCH_EOS, PROPERTY_SETTINGS, batch_requests, checked_batcher_run, corpus_tests, edited,
+                           many_draws_test)
 
 SUITE = "continuous_batch_generate"
 
@@ -30,12 +31,8 @@ class Recording(SyntheticDecodeStep):
 @PROPERTY_SETTINGS
 @given(batch_requests())
 def test_reference_gives_each_request_its_own_greedy_tokens_with_every_slot_busy(drawn):
-    requests, rates, batch_size, salt = drawn
-    step = Recording(requests, slots=batch_size, eos_id=BATCH_EOS, eos_rates=rates, salt=salt)
-    got = continuous_batch_generate(step, requests, batch_size, BATCH_EOS)
-    assert got["outputs"] == greedy_alone(requests, rates, salt)
-    assert got["prefills"] == step.prefills == len(requests)
-    assert got["steps"] == step.decodes and got["slot_steps"] == step.fed == sum(len(o) - 1 for o in got["outputs"])
+    got, step = checked_batcher_run(continuous_batch_generate, drawn, Recording)
+    batch_size = drawn[2]
     lengths = [len(o) - 1 for o in got["outputs"]]  # decode steps each request takes
     for k, slots in enumerate(step.calls):
         waiting = sum(a > k for a in got["admitted_at"])
@@ -43,8 +40,6 @@ def test_reference_gives_each_request_its_own_greedy_tokens_with_every_slot_busy
         busy = sum(a <= k < a + n for a, n in zip(got["admitted_at"], lengths))
         assert len(slots) == busy
     assert got["admitted_at"] == sorted(got["admitted_at"])  # request order
-    expected = got["slot_steps"] / (got["steps"] * batch_size) if got["steps"] else 0.0
-    assert got["utilization"] == expected
 
 
 def test_reference_admits_as_soon_as_a_slot_frees():
@@ -71,11 +66,9 @@ def test_reference_errors():
 BASE = """
     from collections import deque
     def continuous_batch_generate(step, requests, batch_size, eos_id):
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
-        for r in requests:
-            if len(r["prompt_ids"]) == 0 or r["max_tokens"] < 1:
-                raise ValueError("every request needs prompt_ids and max_tokens >= 1")
+        bad = [k for k, r in enumerate(requests) if not r["prompt_ids"] or r["max_tokens"] < 1]
+        if batch_size < 1 or bad:
+            raise ValueError(f"batch_size {batch_size}; requests without prompt ids or max_tokens >= 1: {bad}")
         waiting = deque(range(len(requests)))
         outputs = [[] for _ in requests]
         admitted_at = [0] * len(requests)
@@ -306,11 +299,9 @@ MISTAKES = {
                                                    ["more_slots_than_requests_3_requests_batch_8"]),
     "utilization_divides_by_zero": (edited(BASE, (UTILIZATION, "utilization = slot_steps / (steps * batch_size)")),
                                     ["every_request_one_token_6_requests_batch_4", "no_requests_batch_4"]),
-    "no_value_errors": (edited(BASE, ("""        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
-        for r in requests:
-            if len(r["prompt_ids"]) == 0 or r["max_tokens"] < 1:
-                raise ValueError("every request needs prompt_ids and max_tokens >= 1")
+    "no_value_errors": (edited(BASE, ("""        bad = [k for k, r in enumerate(requests) if not r["prompt_ids"] or r["max_tokens"] < 1]
+        if batch_size < 1 or bad:
+            raise ValueError(f"batch_size {batch_size}; requests without prompt ids or max_tokens >= 1: {bad}")
 """, "")), ["error_empty_prompt_ids", "error_max_tokens_0"]),
 }
 
