@@ -194,8 +194,8 @@ class SyntheticDecodeStep:
 
     def prefill(self, slot: int, prompt_ids: list[int]) -> int:
         slot, key = self._slot(slot), tuple(prompt_ids)
-        if key not in self.known:
-            raise DecodeStepMisuse(f"prefill of slot {slot} with a prompt that is no request's")
+        if not key or key not in self.known:
+            raise DecodeStepMisuse(f"prefill of slot {slot} with an empty prompt or one that is no request's")
         if slot in self.state and not self._finished(self.state[slot]):
             raise DecodeStepMisuse(f"prefill of slot {slot}, whose request has not finished")
         h = _mix(len(key))
