@@ -2,8 +2,8 @@
 
 Each graded function exists once, in a module at this top level (`tokenization`, `gsm8k`,
 `logprobs`, `masking`, `sft`, `grpo`, `rewards`, `kl`, `ppo`, `dpo`, `preferences`, `softcap`,
-`thinking`, `serving`, `mismatch`); the solution notebooks show this same code and the
-autograder's hidden cases are generated from it. Everything else lives in rooms:
+`thinking`, `batching`, `serving`, `mismatch`); the solution notebooks show this same code and
+the autograder's hidden cases are generated from it. Everything else lives in rooms:
 
 - `course_lib.training`: configs, model loading, the SFT and GRPO trainers, evaluation, plots, the
   command line and `make demo`;
@@ -14,6 +14,7 @@ autograder's hidden cases are generated from it. Everything else lives in rooms:
 are small utilities every room uses.
 """
 
+from .batching import continuous_batch_generate, static_batch_generate
 from .dpo import compute_per_instance_dpo_loss, dpo_loss, sequence_log_probs
 from .gsm8k import (
     DataFormatError,
@@ -78,6 +79,7 @@ __all__ = [
     "assistant_loss_mask",
     "chunked_response_log_probs",
     "compute_entropy",
+    "continuous_batch_generate",
     "compute_gae",
     "compute_group_normalized_rewards",
     "compute_grpo_clip_loss",
@@ -124,6 +126,7 @@ __all__ = [
     "sft_microbatch_train_step",
     "sft_train_step",
     "split_reasoning",
+    "static_batch_generate",
     "thinking_flags",
     "thinking_format_reward",
     "token_level_rewards",

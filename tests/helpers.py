@@ -230,3 +230,55 @@ def edited(base: str, *edits: tuple[str, str]) -> str:
             raise AssertionError(f"edit {i} of {len(edits)}: {old!r} is replaced by itself")
         text = text[:first] + new + text[first + len(old):]
     return text
+
+
+# ---------------------------------------------------------------- batchers (notebook 14)
+def _batch_requests():
+    from hypothesis import strategies as st
+
+    @st.composite
+    def requests(draw, max_n=10):
+        """(requests, eos rates, batch_size, salt) for a `course_lib.batching.SyntheticDecodeStep`:
+        distinct prompts, max_tokens 1 to 20, eos rates 0 to 1 (eos id 7 of 64 tokens)."""
+        n = draw(st.integers(0, max_n))
+        prompts = draw(st.lists(st.lists(st.integers(0, 63), min_size=1, max_size=6), min_size=n, max_size=n,
+                                unique_by=tuple))
+        reqs = [{"prompt_ids": p, "max_tokens": draw(st.integers(1, 20))} for p in prompts]
+        rates = [draw(st.sampled_from([0.0, 0.05, 0.2, 0.5, 1.0])) for _ in prompts]
+        return reqs, rates, draw(st.integers(1, 5)), draw(st.integers(0, 2**31))
+
+    return requests
+
+
+batch_requests = _batch_requests()
+BATCH_EOS = 7
+
+
+def greedy_alone(requests, rates, salt) -> list[list[int]]:
+    """Each request's tokens decoded by itself, one token at a time, on a fresh synthetic step."""
+    from course_lib.batching import SyntheticDecodeStep
+
+    outputs = []
+    for r in requests:
+        step = SyntheticDecodeStep(requests, slots=1, eos_id=BATCH_EOS, eos_rates=rates, salt=salt)
+        out = [step.prefill(0, r["prompt_ids"])]
+        while out[-1] != BATCH_EOS and len(out) < r["max_tokens"]:
+            out += step.decode([0], [out[-1]])
+        outputs.append(out)
+    return outputs
+
+
+def checked_batcher_run(fn, drawn, step_class=None):
+    """(report, step) of batcher `fn` on a fresh synthetic step for `drawn` (from `batch_requests`),
+    once the report's outputs are each request's greedy tokens alone and its counts and
+    utilization are the step's own."""
+    from course_lib.batching import SyntheticDecodeStep
+
+    requests, rates, batch_size, salt = drawn
+    step = (step_class or SyntheticDecodeStep)(requests, slots=batch_size, eos_id=BATCH_EOS, eos_rates=rates, salt=salt)
+    got = fn(step, requests, batch_size, BATCH_EOS)
+    assert got["outputs"] == greedy_alone(requests, rates, salt)
+    assert got["prefills"] == step.prefills == len(requests)
+    assert got["steps"] == step.decodes and got["slot_steps"] == step.fed == sum(len(o) - 1 for o in got["outputs"])
+    assert got["utilization"] == (got["slot_steps"] / (got["steps"] * batch_size) if got["steps"] else 0.0)
+    return got, step

@@ -10,7 +10,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "course_lib"
 GRADED_MODULES = {"tokenization", "gsm8k", "logprobs", "masking", "sft", "grpo", "rewards", "kl", "ppo", "dpo", "preferences", "softcap",
-                  "thinking", "serving", "mismatch"}
+                  "thinking", "batching", "serving", "mismatch"}
 UTILITIES = {"paths", "selfcheck"}
 ROOMS = {"training", "rollouts", "world"}
 MAX_FUNCTION_LINES = 80

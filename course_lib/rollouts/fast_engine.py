@@ -153,15 +153,19 @@ class _Network:
         cos, sin = self.rotary(probe, positions)
         return cos[0], sin[0]
 
-    def forward(self, ids: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache, start: int,
-                key_mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache, start, key_mask: torch.Tensor,
+                rows: torch.Tensor | None = None) -> torch.Tensor:
         """Logits (B, V) of the last column after feeding `ids` (B, T) at cache columns start .. start+T-1.
 
         cos, sin: (B, T, D) rotary factors of each token's position (positions skip left padding);
         key_mask: (B, 1, T, start+T) bool, True where a query may attend to a key.
+        With `rows` (B,) (one token each, T = 1): row b of the batch is row rows[b] of the cache,
+        its token written at its own column start[b] (start: (B,) long) and attending to that
+        cache row's first max(start) + 1 columns (key_mask (B, 1, 1, max(start) + 1)): slots of
+        one cache, each at its own position (`course_lib.rollouts.slot_decoder`).
         """
         batch, width = ids.shape
-        end = start + width
+        end = start + width if rows is None else int(start.max()) + 1
         x = F.embedding(ids, self.embed)
         cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, D): broadcast over heads
         for layer, (k_cache, v_cache) in zip(self.layers, cache):
@@ -171,10 +175,16 @@ class _Network:
             v = F.linear(h, layer.v_w, layer.v_b).view(batch, width, self.n_kv, self.head_dim).transpose(1, 2)
             q = q * cos + _rotate_half(q) * sin
             k = k * cos + _rotate_half(k) * sin
-            k_cache[:, :, start:end] = k
-            v_cache[:, :, start:end] = v
-            att = F.scaled_dot_product_attention(q, k_cache[:, :, :end], v_cache[:, :, :end], attn_mask=key_mask,
-                                                 scale=self.scale, enable_gqa=self.n_kv != self.n_heads)
+            if rows is None:
+                k_cache[:, :, start:end] = k
+                v_cache[:, :, start:end] = v
+                keys, values = k_cache[:, :, :end], v_cache[:, :, :end]
+            else:
+                k_cache[rows, :, start] = k[:, :, 0]
+                v_cache[rows, :, start] = v[:, :, 0]
+                keys, values = k_cache[rows, :, :end], v_cache[rows, :, :end]
+            att = F.scaled_dot_product_attention(q, keys, values, attn_mask=key_mask, scale=self.scale,
+                                                 enable_gqa=self.n_kv != self.n_heads)
             att = att.transpose(1, 2).reshape(batch, width, self.n_heads * self.head_dim)
             x = x + F.linear(att, layer.o_w, layer.o_b)
             h = _rms_norm(x, layer.ln2, self.eps)
