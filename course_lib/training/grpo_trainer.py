@@ -40,6 +40,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import torch
@@ -225,6 +226,41 @@ def engine_failed(err: Exception, *, cfg: GRPOConfig, step: int, model, tokenize
     return engine
 
 
+class FallbackEngine:
+    """A run's rollout engine (`engine`, or the config's when None) and what the run does when it fails
+    (`engine_failed`): at step `step` (set by the loop), a failed `generate` saves the steps done before
+    it, a failed `load_weights` (after the update) the step itself; with `engine_fallback` set, the call
+    is made again on that engine. Made, it syncs the engine to `model`."""
+
+    def __init__(self, engine, *, cfg: GRPOConfig, model, tokenizer, start_step: int, save: Callable,
+                 prompts_per_step: int):
+        if engine is None:  # the config's
+            engine = make_engine(name=cfg.engine, model=model, tokenizer=tokenizer, **(cfg.engine_kwargs or {}))
+        self.engine, self.cfg, self.model, self.tokenizer = engine, cfg, model, tokenizer
+        self.start_step, self.step, self.save, self.prompts_per_step = start_step, start_step, save, prompts_per_step
+        self.load_weights(model)  # the engine samples the policy from the first step
+
+    def generate(self, prompts, params):
+        return self._call(lambda e: e.generate(prompts, params), saved_step=self.step - 1)
+
+    def load_weights(self, model) -> None:
+        self._call(lambda e: e.load_weights(model), saved_step=self.step)
+
+    def _call(self, action, saved_step: int):
+        try:
+            return action(self.engine)
+        except RolloutEngineError as err:
+            def save():
+                if not self.cfg.output_dir or saved_step <= self.start_step:
+                    return None
+                return self.save(step=saved_step, model=self.model, tokenizer=self.tokenizer,
+                                 data_position=saved_step * self.prompts_per_step)
+
+            self.engine = engine_failed(err, cfg=self.cfg, step=max(self.step, self.start_step + 1), model=self.model,
+                                        tokenizer=self.tokenizer, save=save)
+            return action(self.engine)
+
+
 def _mean(values: list[float], empty: float) -> float:
     return sum(values) / len(values) if values else empty
 
@@ -316,12 +352,11 @@ def train_grpo(
 ) -> TrainResult:
     """Train `model` (or `config.model`) with GRPO; returns per-step metrics and the model.
 
-    Args: as `train_sft`, plus the injectable `advantage_fn`, `train_step_fn`, `log_probs_fn`,
-    `tokenize_fn` (the graded functions of notebooks 06, 07, 03 and 01), `update_fn` (the
-    rollout batch's update, called as `grpo_train_step` of notebook 09 is, by keyword; default:
-    the same update packed, `grpo_update.packed_grpo_train_step`) and an optional ready `engine`
-    (default: `make_engine(config.engine, ...)`). `extra_state` (`state_dict`, `load_state_dict`:
-    `ppo_trainer.train_ppo` passes its critic's update) is checkpointed and resumed with the run."""
+    Args: as `train_sft`, plus the injectable `advantage_fn`, `train_step_fn`, `log_probs_fn`, `tokenize_fn`
+    (the graded functions of notebooks 06, 07, 03, 01), `update_fn` (the rollout batch's update, called by
+    keyword as notebook 09's `grpo_train_step`; default: the same update packed, `grpo_update.packed_grpo_train_step`),
+    `engine` (default: the config's; when it fails, see `FallbackEngine`) and `extra_state` (`state_dict`,
+    `load_state_dict`: `ppo_trainer.train_ppo` passes its critic's update), checkpointed and resumed with the run."""
     cfg = resolve_config("grpo", config, overrides)
     check_batch_sizes(cfg)
     set_seed(cfg.seed)
@@ -335,22 +370,11 @@ def train_grpo(
     optimizer, scheduler = _optimizer_and_scheduler(model, cfg)
     start_step = restore_checkpoint(cfg, resume=resume, model=model, optimizer=optimizer, scheduler=scheduler,
                                     extra_state=extra_state)
-    if engine is None:
-        engine = make_engine(name=cfg.engine, model=model, tokenizer=tokenizer, **(cfg.engine_kwargs or {}))
     run = RunLog(kind=cfg.kind, cfg=cfg, total_steps=cfg.n_grpo_steps, start_step=start_step, resume=resume,
                  output_dir=cfg.output_dir, progress=progress, on_step=on_step)
-
-    def save(step_done: int):
-        """A checkpoint after `step_done` steps (for a run stopped by its rollout engine); its path, or None."""
-        if not cfg.output_dir:
-            return None
-        return run.save_checkpoint(step=step_done, model=model, tokenizer=tokenizer, optimizer=optimizer,
-                                   scheduler=scheduler, data_position=step_done * n_prompts, extra_state=extra_state)
-
-    try:
-        engine.load_weights(model)
-    except RolloutEngineError as err:
-        engine = engine_failed(err, cfg=cfg, step=start_step + 1, model=model, tokenizer=tokenizer)
+    engine = FallbackEngine(engine, cfg=cfg, model=model, tokenizer=tokenizer, start_step=start_step, prompts_per_step=n_prompts,
+                            save=partial(run.save_checkpoint, optimizer=optimizer, scheduler=scheduler,
+                                         extra_state=extra_state))
     policy = TemperatureScaled(model, cfg.sampling_temperature)  # scores the distribution the rollouts came from
     kl_loss_coef, kl_term = update_kl_arguments(kl_penalty=cfg.kl_penalty, kl_coef=cfg.kl_coef)
     for step in range(start_step, cfg.n_grpo_steps):
@@ -361,15 +385,10 @@ def train_grpo(
         # reference (kl_coef > 0) log-probs, before any update. Stages 1-3 are `collect_rollouts`.
         order = data_indices(len(questions), seed=cfg.seed, start=step * n_prompts, count=n_prompts)
         batch_q = [questions[i] for i in order]
-        rollout_args = dict(model=model, tokenizer=tokenizer, questions=batch_q, cfg=cfg, step=step,
-                            advantage_fn=advantage_fn, reward_fn=reward_fn, tokenize_fn=tokenize_fn,
-                            log_probs_fn=log_probs_fn, ref_model=ref_model)
-        try:
-            batch = collect_rollouts(engine=engine, **rollout_args)
-        except RolloutEngineError as err:  # a rollout server that died: stop with a checkpoint, or fall back
-            engine = engine_failed(err, cfg=cfg, step=done, model=model, tokenizer=tokenizer,
-                                   save=lambda: save(step) if step > start_step else None)
-            batch = collect_rollouts(engine=engine, **rollout_args)
+        engine.step = done  # for what the run says, and saves, if its rollout engine fails here
+        batch = collect_rollouts(engine=engine, model=model, tokenizer=tokenizer, questions=batch_q, cfg=cfg,
+                                 step=step, advantage_fn=advantage_fn, reward_fn=reward_fn, tokenize_fn=tokenize_fn,
+                                 log_probs_fn=log_probs_fn, ref_model=ref_model)
         # 4) the update of the rollout batch: epochs x optimizer steps x micro-batches
         model.train()
         update = update_fn(policy=policy, optimizer=optimizer, rollout_batch=batch.tensors, loss_type=cfg.loss_type,
@@ -380,10 +399,7 @@ def train_grpo(
                            log_probs_fn=log_probs_fn, train_step_fn=train_step_fn, **kl_term)
         _check_update(update, done, cfg.output_dir)  # before the next checkpoint is saved
         # 5) weight sync: vLLM holds its own copy of the weights (the HF and fast engines use the policy's)
-        try:
-            engine.load_weights(model)
-        except RolloutEngineError as err:
-            engine = engine_failed(err, cfg=cfg, step=done, model=model, tokenizer=tokenizer, save=lambda: save(done))
+        engine.load_weights(model)
         record = _step_record(step=done, batch=batch, update=update, lr=scheduler.get_last_lr()[0], t0=t0, cfg=cfg)
         if eval_data and (cfg.eval_every and done % cfg.eval_every == 0 or last):
             model.eval()
