@@ -27,10 +27,10 @@ def draw_int(gen: torch.Generator, low: int, high: int) -> int:
 
 
 def draw_completion_parts(gen: torch.Generator, n: int = 6) -> tuple[list[str], list[str], int]:
-    """(reasonings, answers "The answer is N.", a number k) of n drawn problems: what the completions
+    """(reasonings, answers "So the answer is N, as computed.", a number k) of n drawn problems: what the completions
     of the split_reasoning and thinking_format_reward cases are made of."""
     probs = draw_problems(gen, n)
-    return ([p["reasoning"] for p in probs], [f"The answer is {p['answer']}." for p in probs], draw_int(gen, 10, 99))
+    return ([p["reasoning"] for p in probs], [f"So the answer is {p['answer']}, as computed." for p in probs], draw_int(gen, 10, 99))
 
 
 def completions_case(*completions: tuple[str, bool]) -> dict:

@@ -110,7 +110,7 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
     a = number()
     short = f" {a} </think> <answer> {a} </answer>"
     rambling = f" I think the answer is {a + 1}. Let me check: {a + 1} is close. </think> <answer> {a + 1} </answer>"
-    broken = f" The answer is {a + 2}"  # no answer block at all: a format failure
+    broken = f" I reckon it is {a + 2}, no block"  # no answer block at all: a format failure
     return [
         ("gold_vs_changed_answer_beta_0.1", case(0, gold[0], rejections[0])),
         ("gold_vs_changed_answer_beta_0.5", case(1, gold[1], rejections[1], beta=0.5)),

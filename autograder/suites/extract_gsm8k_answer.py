@@ -26,7 +26,7 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
         ("other_numbers_first", {"texts": [f"{n} - {k} = <<{n}-{k}={n - k}>>{n - k}\n{k} * 2 = {2 * k}\n#### {n - k}"]}),
         ("two_markers_the_last_counts", {"texts": [f"#### {k}\nCorrected: {k} + 1 = {k + 1}\n#### {k + 1}",
                                                    f"{n} #### {k}\n#### {n:,}"]}),
-        ("no_final_answer", {"texts": [f"The answer is {k}."]}),
+        ("no_final_answer", {"texts": [f"I believe the result is {k} (no marker)."]}),
     ]
 
 

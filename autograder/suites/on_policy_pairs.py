@@ -62,7 +62,7 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
             "w1": f"{head}<answer> {n + 1} </answer>",  # the answer changed
             "w2": f" I guess {n - 1}. </think> <answer> {n - 1} </answer>",
             "w3": out[:out.rfind("</answer>")],  # the right number, the format broken
-            "w4": f" The answer is {n}.",  # no tags at all
+            "w4": f" So I say the answer is {n}.",  # no tags at all
             "w5": f" {n} - 1 = {n - 1} </think> <answer> {n - 3} </answer>",
         }
 

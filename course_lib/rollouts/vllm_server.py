@@ -196,10 +196,10 @@ class ServerEngine:
     """
 
     def __init__(self, url: str, tokenizer, name: str = "policy", timeout: float = 120.0, workers: int = 16,
-                 sync_dir=None, reset_prefix_cache: bool = True):
+                 sync_dir=None, reset_prefix_cache: bool = True, rollouts_fn=rollouts_from_completion):
         self.url, self.tokenizer, self.name, self.timeout, self.workers = url.rstrip("/"), tokenizer, name, timeout, workers
         self.sync_dir = Path(sync_dir) if sync_dir else Path(tempfile.mkdtemp(prefix="vllm-sync-"))
-        self.reset_prefix_cache = reset_prefix_cache
+        self.reset_prefix_cache, self.rollouts_fn = reset_prefix_cache, rollouts_fn  # the reply parser (notebook 14)
         self.eos_token_id = tokenizer.eos_token_id
 
     def request(self, prompt_ids: list[int], params: SamplingParams, seed: int | None) -> dict:
@@ -213,9 +213,10 @@ class ServerEngine:
         return body
 
     def rollouts(self, prompt: str, reply: dict, params: SamplingParams) -> list[Rollout]:
-        """The `n` rollouts of one reply (`rollouts_from_completion`, notebook 14), their text decoded from the ids."""
+        """The `n` rollouts of one reply (`rollouts_fn`: notebook 14's `rollouts_from_completion`), their text
+        decoded from the ids."""
         out = []
-        for sample in rollouts_from_completion(reply, eos_token_id=self.eos_token_id):
+        for sample in self.rollouts_fn(reply, eos_token_id=self.eos_token_id):
             text, _ = cut_at_stop(self.tokenizer.decode(sample["token_ids"], skip_special_tokens=False), params.stop)
             out.append(Rollout(prompt=prompt, text=text, token_ids=sample["token_ids"],
                                finish_reason=sample["finish_reason"], log_probs=sample["log_probs"]))
