@@ -68,12 +68,33 @@ def assignment_of(name: str, lessons: Path = LESSONS) -> str | None:
     return next((g.assignment for g in registry(lessons) if g.name == name), None)
 
 
+NO_LESSON_YET = "~"  # the assignment of a graded function with a suite but no lesson: after every one
+
+
+def unassigned(lessons: Path = LESSONS) -> list[Graded]:
+    """The graded functions that have a hidden-case suite but no lesson yet (a notebook being written):
+    open for every assignment, so that no kit ships their reference before their notebook exists."""
+    import course_lib
+
+    from .suite_api import load_suite, suite_names
+
+    graded = {g.name for g in registry(lessons)}
+    out = []
+    for suite in suite_names():
+        name = load_suite(suite).GRADED
+        if name not in graded and hasattr(course_lib, name):
+            out.append(Graded(NO_LESSON_YET, getattr(course_lib, name).__module__, name))
+            graded.add(name)
+    return out
+
+
 def open_names(assignment: str | None, lessons: Path = LESSONS) -> list[Graded]:
-    """The graded names that are stubs for `assignment`: those of `assignment` and later.
+    """The graded names that are stubs for `assignment`: those of `assignment` and later, and those
+    of no lesson yet (`unassigned`).
 
     `assignment=None` (a suite whose function no lesson grades yet) makes every graded name open.
     """
-    return [g for g in registry(lessons) if assignment is None or g.assignment >= assignment]
+    return [g for g in registry(lessons) + unassigned(lessons) if assignment is None or g.assignment >= assignment]
 
 
 def hidden_gates(source_dir: Path) -> dict[tuple[str, str], list[str]]:

@@ -31,7 +31,10 @@ IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
 
 
 def stub_message(name: str, assignment: str) -> str:
-    return f"{name} is yours to write in notebook {assignment}"
+    from .assignments import NO_LESSON_YET
+
+    where = "a later notebook" if assignment == NO_LESSON_YET else f"notebook {assignment}"
+    return f"{name} is yours to write in {where}"
 
 
 def _body_region(node: ast.AST, lines: list[str]) -> tuple[int, int, str] | None:
