@@ -94,7 +94,9 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
         ("mixed_groups_default_max_pairs", mixed),
         ("mixed_groups_max_pairs_1_explicit", {**mixed, "max_pairs_per_group": 1}),
         ("wrong_first_in_every_group", batch([(3, ["w2", "w1", "c1", "c3"]), (4, ["w4", "c2", "w3", "c1"]),
-                                              (5, ["w5", "w1", "w2", "c4"])], 4)),
+                                              # sorted, " I add" < " it is" and " I guess" < " So": the
+                                              # first of each kind in order is never the first in sorted order
+                                              (5, ["w4", "w2", "c3", "c4"])], 4)),
         ("only_correct_and_only_wrong_groups", batch([(0, ["c1", "c2", "c3"]), (1, ["w1", "w2", "w3"]),
                                                       (2, ["w1", "c1", "c2"])], 3, max_pairs=3)),
         ("repeated_texts_counted_once_max_3", batch([(6, ["c1", "w1", "c1", "w1", "c2", "w2", "w2", "c3"])], 8, max_pairs=3)),

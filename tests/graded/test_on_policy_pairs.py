@@ -219,7 +219,7 @@ MISTAKES = {
     "default_max_pairs_unbounded": (edited(BASE, ("max_pairs_per_group=1", "max_pairs_per_group=None"),
                                            ("min(len(correct), len(wrong), max_pairs_per_group)",
                                             "min(len(correct), len(wrong), max_pairs_per_group or len(correct))")),
-                                    ["mixed_groups_default_max_pairs", "wrong_first_in_every_group"]),
+                                    ["wrong_first_in_every_group"]),
     # every correct response against the group's first wrong one
     "every_correct_with_the_first_wrong": (edited(BASE, ('"rejected": wrong[k]', '"rejected": wrong[0]')),
                                            ["max_pairs_3_more_correct_than_wrong", "max_pairs_2_one_group_of_6"]),
@@ -243,7 +243,7 @@ MISTAKES = {
     # distinct texts in sorted order, not in order of appearance
     "sorted_instead_of_in_order": (edited(BASE, ("for response in responses[start:stop]:",
                                                  "for response in sorted(responses[start:stop]):")),
-                                   ["mixed_groups_default_max_pairs", "wrong_first_in_every_group"]),
+                                   ["wrong_first_in_every_group"]),
     "group_checks_missing": (edited(BASE, ("""            if len(set(prompts[start:stop])) != 1 or len(set(ground_truths[start:stop])) != 1:
                 raise ValueError("a group must share one prompt and one ground truth")
 """, "")), ["error_group_of_two_prompts", "error_group_of_two_ground_truths"]),
