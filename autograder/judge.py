@@ -138,6 +138,8 @@ class JudgeServer:
                 self.runner = None
             return
         if self.runner is None or not self.runner.alive():
+            if self.runner is not None:  # a dead runner still holds its files and, when it has one, its own slot
+                self.runner.close()
             try:
                 self.runner = start_runner(package=SUITES, course_lib=self.stub, slot=self.slot,
                                            hide=[Path(self.hidden_dir or HIDDEN_DIR)], warm=self.warm, forking=True)

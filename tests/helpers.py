@@ -116,6 +116,24 @@ def run_cli(args: list[str], cwd: Path, timeout: int = 300, **kw) -> subprocess.
                           timeout=timeout, **kw)
 
 
+def slot_leftovers() -> list[str]:
+    """Processes still in, and cgroups left of, the slots this process made (a submission's kernel,
+    its judge's runners, its daemons: `autograder.limits.Slot`)."""
+    from autograder.limits import slot_prefix
+
+    prefix = slot_prefix()
+    out = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and prefix in (entry / "cgroup").read_text():
+                out.append(f"process {entry.name}: {(entry / 'cmdline').read_bytes()[:80]!r}")
+        except OSError:
+            pass
+    for root in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup/pids")):
+        out += [f"cgroup {p}" for p in root.rglob(f"{prefix}*")] if root.is_dir() else []
+    return out
+
+
 # ---------------------------------------------------------------- graded functions through the judge
 def fn_from(source: str, name: str):
     """The function `name` defined by `source` as if in a notebook cell (module __main__), so the

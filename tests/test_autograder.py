@@ -23,7 +23,7 @@ import torch
 
 from autograder.compare import Expected, NearTie, compare, expected_tree, margin, verdict
 from autograder.report import format_report, redact
-from tests.helpers import REPO, fn_from
+from tests.helpers import REPO, fn_from, slot_leftovers
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").glob("[0-9][0-9]") if any(p.glob("*.ipynb")))
@@ -212,8 +212,11 @@ def test_each_call_runs_in_a_fresh_process_and_a_call_that_kills_its_runner_fail
                       f"    return h if torch.calls_seen <= {n_cases} else h + 1.0\n", "compute_entropy")
     killer = fn_from("import os, signal\ndef compute_entropy(logits):\n    os.kill(os.getppid(), signal.SIGKILL)\n",
                      "compute_entropy")
+    before = set(slot_leftovers())
     with JudgeServer(tmp_path / "j.sock", assignment="02", budget=Counter({"compute_entropy": 4})) as judge:
         reports = [ask(tmp_path / "j.sock", "compute_entropy", fn) for fn in (marking, marking, killer, right)]
+    # the killed runner's own slot (a judge without a submission's slot gives each runner one) is gone too
+    assert set(slot_leftovers()) - before == set(), "left behind by the judge"
     assert [r["passed"] for r in reports] == [True, True, False, True], reports
     assert reports[2]["problem"] is not None and not reports[2]["cases"]
     assert judge.verdicts == {"compute_entropy": [True, True, False, True]}
