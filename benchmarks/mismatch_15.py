@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 DEFAULT_OUT = ROOT / "data" / "experiments" / "mismatch_15.json"
 PARTS = ("atlas", "gradient", "decision", "sequence_sum")
 CAP = 2.0
-from course_lib.mismatch_atlas import atlas_row, batch_of, full_forward, kv_decode, sample, scored_alone, topp_log_probs  # noqa: E402
+from course_lib.rollouts.mismatch_atlas import atlas_row, batch_of, full_forward, kv_decode, sample, scored_alone, topp_log_probs  # noqa: E402
 
 CORRECTIONS = [("none", None, None), ("token_truncate", "token_truncate", "sum"), ("token_mask", "token_mask", "sum"),
                ("sequence_truncate", "sequence_truncate", "sum"), ("sequence_mask", "sequence_mask", "sum"),

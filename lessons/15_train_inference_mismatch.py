@@ -59,8 +59,8 @@ GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while gr
 # | `seq_quantiles` | (3,): the 0.05, 0.5 and 0.95 quantiles of `seq_log_ratio` over the rows that have a response token |
 #
 # Each is a 0-dim tensor (but the last two) in the log-probs' (promoted) dtype. Raise a
-# `ValueError` when the shapes differ, the tensors are not (B, T), or the mask holds anything but
-# 0 and 1. The hidden cases check float32 and float64, masks with empty rows, one token, ties at
+# `ValueError` when the shapes differ, the tensors are not (B, T), the mask holds anything but
+# 0 and 1, or the mask holds no response token at all. The hidden cases check float32 and float64, masks with empty rows, one token, ties at
 # the quantiles, garbage (NaN, inf) under the mask, large and tiny mismatches, and the errors.
 
 # %% [given] course_lib.mismatch:MODES course_lib.mismatch:AGGREGATES course_lib.mismatch:_response_mask
@@ -175,7 +175,7 @@ check_hidden("sampler_log_probs", sampler_log_probs)
 
 # %%
 from course_lib import gsm8k_to_r1_zero, load_problems
-from course_lib.mismatch_atlas import batch_of, full_forward, kv_decode, sample, scored_alone
+from course_lib.rollouts.mismatch_atlas import batch_of, full_forward, kv_decode, sample, scored_alone
 from course_lib.world.tiny_models import load_tiny
 
 if not GRADING:
@@ -206,7 +206,7 @@ if not GRADING:
 #
 # The same sampled tokens, scored by the trainer (a full forward of the right-padded batch in
 # float32, `get_response_log_probs`) and by one other engine or setting at a time
-# (`course_lib.mismatch_atlas`): float64; the fast engine's own decode path, a KV cache filled by
+# (`course_lib.rollouts.mismatch_atlas`): float64; the fast engine's own decode path, a KV cache filled by
 # the prompt and one token per step; bfloat16 and float16 weights; each sequence alone in its
 # batch; more padding. The cell runs them on 32 rollouts with your `mismatch_report` (not while
 # grading); the instructor command below adds vLLM's server and the full table.

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from course_lib import gsm8k_to_r1_zero, load_problems
-from course_lib.mismatch_atlas import atlas_row, batch_of, full_forward, kv_decode, sample, scored_alone, topp_log_probs
+from course_lib.rollouts.mismatch_atlas import atlas_row, batch_of, full_forward, kv_decode, sample, scored_alone, topp_log_probs
 from course_lib.world.tiny_models import load_tiny
 
 

@@ -10,7 +10,9 @@ configuration choice (`engine: fast | hf | vllm`):
 - `hf_engine.HFEngine`: batched sampling with the policy module itself through Hugging Face's
   forward (shares its weights, so `load_weights` has nothing to copy); any architecture;
 - `vllm_engine.VLLMEngine`: the real vLLM engine with its own copy of the weights, refreshed by
-  `load_weights` after every optimizer step (imported lazily: vLLM is optional).
+  `load_weights` after every optimizer step (imported lazily: vLLM is optional);
+- `slot_decoder`, `vllm_server`: notebook 14's per-slot decoder and the vLLM server as a backend;
+- `mismatch_atlas`: notebook 15's tools, the same sampled tokens scored by the trainer and by an engine.
 """
 
 from __future__ import annotations

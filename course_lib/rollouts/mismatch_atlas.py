@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import torch
 
-from .logprobs import get_response_log_probs
-from .mismatch import mismatch_report, sampler_log_probs
+from ..logprobs import get_response_log_probs
+from ..mismatch import mismatch_report, sampler_log_probs
 
 
 def batch_of(prompt_ids: list[list[int]], response_ids: list[list[int]], pad: int, extra: int = 0) -> dict:
@@ -61,7 +61,7 @@ def kv_decode(model, tokenizer, prompt_ids: list[list[int]], response_ids: list[
     """The fast engine's decode path teacher-forced on the sampled tokens: `FastEngine`'s prefill
     (left-padded prompts in its KV cache), then one token per step as it samples, each step's
     log-softmax read at the token that follows. (B, T) float32, laid out as `batch_of`'s labels."""
-    from .rollouts.fast_engine import FastEngine, _Network
+    from .fast_engine import FastEngine, _Network
 
     engine, net = FastEngine(model, tokenizer), _Network(model)
     device = next(model.parameters()).device
@@ -98,8 +98,8 @@ def topp_log_probs(model, batch: dict, top_p: float, micro: int = 32) -> torch.T
 
 def sample(model, tokenizer, prompts: list[str], n: int, seed: int, top_p: float = 1.0, max_tokens: int = 100):
     """(rollouts, prompt ids) of the fast engine at temperature 1; empty responses left out."""
-    from .rollouts import SamplingParams
-    from .rollouts.fast_engine import FastEngine
+    from .interface import SamplingParams
+    from .fast_engine import FastEngine
 
     params = SamplingParams(temperature=1.0, top_p=top_p, n=n, seed=seed, max_tokens=max_tokens)
     rollouts = [r for r in FastEngine(model, tokenizer).generate(prompts, params) if r.token_ids]
