@@ -20,6 +20,7 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
     def case(B, T, kind="advantages", dtype=torch.float32, column=True):
         if kind == "binary_rewards":
             a = (torch.rand(B, 1, generator=gen) < 0.5).to(torch.float64)
+            a[0, 0], a[-1, 0] = 0.0, 1.0  # both rewards in every draw: all-equal rewards hide a broadcast or a sign
         else:
             a = torch.randn(B, 1, generator=gen, dtype=torch.float64) * 1.5
             a[0, 0] = 0.0  # one response carries no signal

@@ -30,6 +30,17 @@ TRIPWIRE = ["grpo_microbatch_train_step", "compute_policy_gradient_loss", "compu
 LOSS_TYPE = {"rwb": "reinforce_with_baseline"}
 
 
+def _both_rewards(won: torch.Tensor) -> torch.Tensor:
+    """(B, 1) bool rewards with the short first response rewarded and, when B > 1, the long last one
+    not: all-zero rewards give loss and gradient 0 whatever the normalisation, so every draw must
+    carry a signal for a token-level mean to show."""
+    won = won.clone()
+    won[0, 0] = True
+    if len(won) > 1:
+        won[-1, 0] = False
+    return won
+
+
 def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
     def case(loss_type, B, T, k, dtype=torch.float32, mask_kind="bool", cliprange=0.2, initial_grad=False):
         theta = torch.randn(B, T, generator=gen, dtype=torch.float64).to(dtype)
@@ -45,7 +56,7 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
             micro.append({
                 "scale": (torch.rand(B, T, generator=gen, dtype=torch.float64) * 2 + 0.1).to(dtype),
                 "mask": mask,
-                "raw_rewards": (torch.rand(B, 1, generator=gen) < 0.5).to(dtype),
+                "raw_rewards": _both_rewards(torch.rand(B, 1, generator=gen) < 0.5).to(dtype),
                 "advantages": torch.randn(B, 1, generator=gen, dtype=torch.float64).to(dtype),
                 # the sampling policy's log-probs: the current ones moved by up to +-0.5 (ratios 0.6..1.65)
                 "old_shift": ((torch.rand(B, T, generator=gen, dtype=torch.float64) * 2 - 1) * 0.5).to(dtype),
