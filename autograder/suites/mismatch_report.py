@@ -21,8 +21,8 @@ What the cases are built to catch:
 - every case: |d| statistics taken on d (p95 and max signed; `largest_is_negative_*` puts the
   largest |d| on a negative d), the biased std (n instead of n - 1), the ratio inverted in k3
   (r = exp(-d): the k3 of the other direction, which `skewed_positive_*` shows most);
-- `tiny_mismatch_float32_*` (|d| about 1e-3): k3 as exp(d) - 1 - d in float32, which loses its
-  value (about d^2 / 2) to the rounding of exp near 1;
+- `tiny_mismatch_float32_*` (|d| about 1e-5, log-probs in one binade): k3 as exp(d) - 1 - d in
+  float32, which loses its whole value (about d^2 / 2) to the rounding of exp near 1;
 - `band_edges_*` (d from -0.12 to 0.12): the band taken as |d| > 0.1 (log 0.9 = -0.105 and
   log 1.1 = 0.095 are not symmetric);
 - `empty_rows_*`, `T1_*` (rows without a response token): the sequence quantiles over every
@@ -53,10 +53,14 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
     d = MaskDraw(gen)
     bounds = (math.log(0.9), math.log(1.1))
 
-    def case(spans, T, dtype=torch.float32, mask_kind="bool", diffs=None, **draw):
+    def case(spans, T, dtype=torch.float32, mask_kind="bool", diffs=None, one_binade=False, **draw):
         m = d.mask_of(T, spans)
         x = d.away_from(d.log_ratios(len(spans), T, **draw) if diffs is None else diffs, bounds, 1e-4)
-        train, rollout = d.log_prob_pair(x, m)
+        train, rollout = d.log_prob_pair(x, m, level=0.5 if one_binade else 6.0)
+        if one_binade:
+            # every log-prob in [-1.75, -1.25], so each float32 d is a multiple of the ulp of 1 and exp(d)
+            # rounds to exactly 1 + d: a k3 of exp(d) - 1 - d is then 0 on every token, on every draw
+            train, rollout = train - 1.25, rollout - 1.25
         mk = {"bool": m, "long": m.long(), "float": m.to(dtype)}[mask_kind]
         return {"train_log_probs": train.to(dtype), "rollout_log_probs": rollout.to(dtype), "response_mask": mk,
                 "expect_error": False}
@@ -83,7 +87,8 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
         ("symmetric_tails_float32_B4_T40", case(d.spans(4, 40, lengths=(8, None)), 40)),
         ("skewed_positive_float32_B4_T32", case(d.spans(4, 32, lengths=(8, None)), 32, diffs=skewed)),
         ("largest_is_negative_float32_B3_T24", case(negative_spans, 24, diffs=negative)),
-        ("tiny_mismatch_float32_B4_T40", case(d.spans(4, 40, lengths=(10, None)), 40, scale=1e-3, tail=0.0)),
+        ("tiny_mismatch_float32_B4_T40", case(d.spans(4, 40, lengths=(10, None)), 40, scale=1e-5, tail=0.0,
+                                                 one_binade=True)),
         ("band_edges_float32_B3_T16", case(edge_spans, 16, diffs=edges)),
         ("empty_rows_float32_B6_T20", case(empty, 20)),
         ("long_mask_B4_T30", case(d.spans(4, 30), 30, mask_kind="long")),
