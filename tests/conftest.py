@@ -5,6 +5,9 @@ regenerated only when missing or stale, under a file lock, so parallel workers n
 
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 import torch
 
@@ -20,3 +23,20 @@ def tok():
     from tests.helpers import course_tokenizer
 
     return course_tokenizer()
+
+
+@pytest.fixture(autouse=True)
+def no_server_outlives_its_test():
+    """Every vLLM server a test started is gone, its whole process group, when the test ends, whatever
+    way it ended: what is left is killed (so the next test starts clean) and the test fails."""
+    from course_lib.rollouts.vllm_server import STARTED_GROUPS, group_members
+
+    first = len(STARTED_GROUPS)
+    yield
+    left = {pgid: group_members(pgid) for pgid in STARTED_GROUPS[first:] if group_members(pgid)}
+    for pgid in left:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert not left, f"processes of a vLLM server outlived their test (group: pids): {left}"

@@ -61,6 +61,11 @@ def port_in_use(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+# The process group of every server this process started (its leader's pid): the tests check after
+# each test that none of them has a live process left.
+STARTED_GROUPS: list[int] = []
+
+
 def group_members(pgid: int) -> list[int]:
     """The live (not zombie) processes of process group `pgid`, as /proc shows them now."""
     members = []
@@ -121,12 +126,13 @@ class VLLMServer:
                *(("--block-size", str(self.block_size)) if self.block_size else ()), *self.extra_args]
         with open(self.log, "w") as log:  # the child keeps its own copy of the descriptor
             self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        STARTED_GROUPS.append(self.process.pid)
         atexit.register(self.stop)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 code = self.process.returncode
-                self.process = None
+                self.stop()  # the server is gone; a child of its group (the engine core) may not be
                 raise ServerError(f"the vLLM server exited with code {code} while starting; its log ({self.log}) "
                                   f"ends:\n{log_tail(self.log)}")
             if self.healthy(timeout=2.0):
