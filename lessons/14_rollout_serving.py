@@ -308,19 +308,32 @@ for name, row in SERVING["stale_cache"].items():
     print(f"sync {name.replace('_', ' ')}: largest log-prob gap to the new weights, prompts served before "
           f"{row['repeated_prompts']:.2g} nat, new prompts {row['new_prompts']:.2g} nat")
 
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.2))
-for kind, row in SERVING["mix"].items():
-    axes[0].scatter(row["max_tokens"], row["latencies"], s=8, label=kind)
-axes[0].set_xlabel("max_tokens of the request")
-axes[0].set_ylabel("latency (s)")
-axes[0].set_title("per-request latency, all sent at once")
+fig, axes = plt.subplots(2, 2, figsize=(12, 7))
+axes = axes.flatten()
+kinds = list(SERVING["mix"])
+for j, (who, width) in enumerate([("static", -0.27), ("continuous", 0.0), ("vLLM server", 0.27)]):
+    heights = []
+    for kind in kinds:  # the batchers at their best slot count, the server as measured
+        runs = [r for r in BATCHING["runs"] if r["lengths"] == kind]
+        heights.append(SERVING["mix"][kind]["tokens_per_s"] if who == "vLLM server"
+                       else max(r[who]["tokens_per_s"] for r in runs))
+    axes[0].bar([i + width for i in range(len(kinds))], heights, width=0.27, label=who)
+axes[0].set_xticks(range(len(kinds)), kinds)
+axes[0].set_ylabel("generated tokens / s")
+axes[0].set_title("throughput on the same request mixes")
 axes[0].legend()
+for kind, row in SERVING["mix"].items():
+    axes[1].scatter(row["max_tokens"], row["latencies"], s=8, label=kind)
+axes[1].set_xlabel("max_tokens of the request")
+axes[1].set_ylabel("latency (s)")
+axes[1].set_title("vLLM server: per-request latency, all sent at once")
+axes[1].legend()
 for every, steps in SERVING["sync"]["runs"].items():
-    axes[1].plot([s["step"] for s in steps], [s["staleness"] for s in steps], label=f"sync every {every}")
-    axes[2].plot([s["step"] for s in steps], [s["reward"] for s in steps], label=f"sync every {every}")
-axes[1].set_title("staleness: mean |log pi_server - log pi_trainer|")
-axes[2].set_title("train reward")
-for ax in axes[1:]:
+    axes[2].plot([s["step"] for s in steps], [s["staleness"] for s in steps], label=f"sync every {every}")
+    axes[3].plot([s["step"] for s in steps], [s["reward"] for s in steps], label=f"sync every {every}")
+axes[2].set_title("staleness: mean |log pi_server - log pi_trainer|")
+axes[3].set_title("train reward")
+for ax in axes[2:]:
     ax.set_xlabel("GRPO step")
     ax.legend()
 plt.tight_layout()
