@@ -13,7 +13,7 @@
 # | SFT data | thinking and direct targets; empty blocks removed at random | the model stops following the mode it is asked for |
 # | loss mask | the assistant's own tokens | a prefilled `<think>` counted as the model's |
 # | RL data | a `thinking_ratio` draws each prompt's mode | the modes trained in the wrong proportion |
-# | reward | the reasoning split from the answer | a format check that cannot see a prefilled tag: no signal at all |
+# | reward | the reasoning split from the answer | a format check that cannot see a prefilled tag: no signal at the first step, then a second `<think>` rewarded |
 #
 # The tiny world makes thinking matter: `qwen2-think` (built by `scripts/make_world.py think`) writes
 # the intermediate results of a multi-step problem inside `<think>` and gets most answers right;
@@ -462,7 +462,8 @@ for ratio in ratios:
 
 # %% [markdown]
 # Measured (two seeds; the held-out scores on 300 problems, standard error about 0.02; the start,
-# `qwen2-think`, is the keep-1 seed-0 run above, 0.833 thinking and 0.033 direct):
+# `qwen2-think`, was built with the settings of the keep-1 seed-0 run above, which scored 0.833
+# thinking and 0.033 direct):
 #
 # - **Where the signal is.** A group carries signal only when its rewards differ. Direct prompts
 #   are almost never right, so their groups are almost all zero: with `thinking_ratio` 0 the
@@ -603,8 +604,9 @@ for template in ("qwen3", "course"):
 #   switch before you trust a mode.
 # - **The loss mask follows the prompt.** A prefilled tag is the prompt's; a generated one is the
 #   model's. Counting the first in the loss trains the model to write a tag it never writes.
-# - **A format reward blind to the prompt** gives every completion the same reward: no signal, no
-#   learning, no error message; and whatever completion happens to pass it is what RL then teaches.
+# - **A format reward blind to the prompt** gives almost every completion the same reward: no
+#   signal at first and no error message; then whatever completion happens to pass it (here, one
+#   that writes `<think>` a second time) is what RL teaches.
 # - **Nested tags.** Split at the matching `</think>`, not the first.
 # - **Dropping old reasoning breaks the prefix**: cheaper prompts, but no cache reuse, and the
 #   training sequence is not the one the model saw.
