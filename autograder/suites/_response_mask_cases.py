@@ -81,7 +81,7 @@ class MaskDraw:
     def capped_log_ratios(self, spans, T: int, mode: str, cap: float, aggregate: str = "sum", targets=None):
         """(B, T) float64 train-minus-rollout log-ratios for importance weights capped at `cap`:
         for a token mode, `log_ratios` with a ratio above cap planted in row 0 and one below 1 / cap
-        in row 1; for a sequence mode, each row's sum (aggregate "mean": mean) over its response set
+        in row 1, each followed by a token of ratio near 1; for a sequence mode, each row's sum (aggregate "mean": mean) over its response set
         to `targets` (default: alternately below and above log cap). No token log-ratio is within
         1e-4 of log cap, no target within 1e-3."""
         x = self.log_ratios(len(spans), T)
@@ -91,6 +91,9 @@ class MaskDraw:
                 if n:
                     beyond = log_cap + 0.2 + 0.5 * float(torch.rand((), generator=self.gen))
                     x[b, start] = beyond if b == 0 else -beyond
+                if n > 1:  # and a token well inside the cap beside it: a row whose every token a mask
+                    # rejects has nothing left to normalise, which would hide the denominator's mistakes
+                    x[b, start + 1] = 0.03 * float(torch.randn((), generator=self.gen))
             return self.away_from(x, [log_cap], 1e-4)
         if targets is None:
             sides = torch.tensor([(-1.0) ** b for b in range(len(spans))], dtype=torch.float64)

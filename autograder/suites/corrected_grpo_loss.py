@@ -58,15 +58,24 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
     def case(spans, T, mode, cap, cliprange=0.2, aggregate="sum", dtype=torch.float32, targets=None, adv_sign=0):
         B = len(spans)
         m = d.mask_of(T, spans)
-        old, rollout = d.log_prob_pair(d.capped_log_ratios(spans, T, mode, cap, aggregate, targets), m, garbage=False)
+        x = d.capped_log_ratios(spans, T, mode, cap, aggregate, targets)
+        old, rollout = d.log_prob_pair(x, m, garbage=False)
         rollout = torch.where(m, rollout, d.garbage(B, T))
         step = -0.5 + torch.rand(B, T, generator=gen, dtype=torch.float64)
         step = d.away_from(step, [math.log(1 - cliprange), math.log(1 + cliprange)], 1e-3)
-        policy = old + step
         adv = torch.randn(B, 1, generator=gen, dtype=torch.float64)
         if adv_sign:
             adv = adv_sign * (adv.abs() + 0.1)
         adv[-1, 0] = 0.0
+        # a rejected token is never clipped (ratio 1) and a kept one of a row with an advantage is:
+        # the two clip fractions (over the kept tokens, over every token) then differ on every draw
+        rejected = _rejected(x, m, mode, cap, aggregate)
+        step = torch.where(rejected, torch.zeros_like(step), step)
+        kept_signal = m & ~rejected & (adv != 0)
+        if kept_signal.any():
+            b, t = kept_signal.nonzero()[0].tolist()
+            step[b, t] = 0.4 * float(adv[b, 0].sign())  # beyond 1 +- eps (eps <= 0.3) on the side the clip binds
+        policy = old + step
         return {"advantages": adv.to(dtype), "policy_log_probs": policy.to(dtype), "old_log_probs": old.to(dtype),
                 "rollout_log_probs": rollout.to(dtype), "response_mask": m, "cliprange": cliprange, "mode": mode,
                 "cap": cap, "aggregate": aggregate}
@@ -91,6 +100,19 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
                                                            dtype=torch.float64, adv_sign=-1)),
         ("B8_T64_token_truncate_cap2", case(d.spans(8, 64, lengths=(10, 50)), 64, "token_truncate", 2.0)),
     ]
+
+
+def _rejected(x: torch.Tensor, m: torch.Tensor, mode: str, cap: float, aggregate: str) -> torch.Tensor:
+    """(B, T) bool: the response tokens a mask mode rejects for the log-ratios x (none for a
+    truncate mode); x keeps every decision 1e-4 or more from log cap, beyond float32 rounding."""
+    if mode.endswith("truncate"):
+        return torch.zeros_like(m)
+    if mode.startswith("token"):
+        return m & (x > math.log(cap))
+    row = torch.where(m, x, torch.zeros_like(x)).sum(-1, keepdim=True)
+    if aggregate == "mean":
+        row = row / m.sum(-1, keepdim=True).clamp(min=1)
+    return m & (row > math.log(cap))
 
 
 def variant_rows_one_ulp_up(advantages, policy_log_probs, old_log_probs, rollout_log_probs, response_mask,
