@@ -248,7 +248,9 @@ MISTAKES = {
                                        ["symmetric_tails_float32_B4_T40", "empty_rows_float32_B6_T20"]),
     "p95_and_max_of_the_signed_difference": (edited(INDEXING, ('"p95_abs": a.quantile(0.95), "max_abs": a.max()',
                                                                '"p95_abs": d.quantile(0.95), "max_abs": d.max()')),
-                                             ["largest_is_negative_float32_B3_T24", "symmetric_tails_float32_B4_T40"]),
+                                             # (a few hundred tokens: the signed 0.95 quantile is then far from |d|'s on
+                                             # every draw; on about a hundred, the top few can all be positive)
+                                             ["largest_is_negative_float32_B3_T24", "B16_T128_float32"]),
     # r = pi_rollout / pi_train: the k3 of KL(train || rollout), which the rollout's samples do not estimate
     "k3_ratio_inverted": (edited(INDEXING, ("(torch.expm1(d) - d).mean()", "(torch.expm1(-d) + d).mean()")),
                           ["skewed_positive_float32_B4_T32", "symmetric_tails_float32_B4_T40"]),
@@ -276,4 +278,4 @@ MISTAKES = {
 }
 
 test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES)
