@@ -202,30 +202,46 @@ def corpus_tests(suite: str, correct: dict[str, str], mistakes: dict[str, tuple[
     return test_correct_version_earns_full_marks, test_mistake_loses_its_points
 
 
-def many_draws_test(suite: str, correct: dict[str, str], draws: int = 40):
-    """A test that each of `correct` passes every case of `draws` fresh draws of the suite's
-    hidden cases (seeds 0 .. draws - 1), compared in this process: a grading run draws its cases
-    with a fresh secret seed, so a tolerance must hold on every draw, not on the one a test saw.
-    For suites whose cases are cheap to make (no model)."""
+def many_draws_test(suite: str, correct: dict[str, str], mistakes: dict[str, tuple[str, list[str]]], draws: int = 40):
+    """A test that, on each of `draws` fresh draws of the suite's hidden cases (seeds 0 .. draws - 1),
+    compared in this process, each of `correct` passes every case and each of `mistakes` fails every
+    case it names: a grading run draws its cases with a fresh secret seed, so a tolerance must hold
+    on every draw, not on the one a test saw, and a case meant to catch a mistake must catch it on
+    every draw (a binary-reward case whose draw held no reward let two mistakes through in CI).
+    A mistake that calls course_lib is left to the judge tests: only the judge's harness hides the
+    references, which is what it trips on. For suites whose cases are cheap to make (no model)."""
     import pytest
 
     from autograder.cases import make_suite_cases
     from autograder.compare import compare
     from autograder.suite_api import load_suite, run_case
 
-    def test_correct_versions_pass_on_many_draws():
+    def problems_of(module, fn, case) -> list:
+        try:
+            return compare(run_case(module, fn, case["inputs"]), case["expected"], {})
+        except Exception as err:  # the judge records an error as a failed case
+            return [repr(err)]
+
+    def test_each_version_holds_on_many_draws():
         module = load_suite(suite)
         fns = {label: fn_from(src, module.GRADED) for label, src in correct.items()}
+        wrong = {label: (fn_from(src, module.GRADED), names) for label, (src, names) in mistakes.items()
+                 if "course_lib" not in src}
         failures = []
         for seed in range(draws):
-            for case in make_suite_cases(suite, seed)["cases"]:
+            cases = make_suite_cases(suite, seed)["cases"]
+            for case in cases:
                 for label, fn in fns.items():
-                    problems = compare(run_case(module, fn, case["inputs"]), case["expected"], {})
+                    problems = problems_of(module, fn, case)
                     if problems:
                         failures.append(f"seed {seed}, {case['name']}, {label}: {problems}")
+            named = {case["name"]: case for case in cases}
+            for label, (fn, names) in wrong.items():
+                failures += [f"seed {seed}: mistake {label} passes {name}" for name in names
+                             if not problems_of(module, fn, named[name])]
         assert not failures, "\n".join(failures[:10])
 
-    return pytest.mark.slow(test_correct_versions_pass_on_many_draws)
+    return pytest.mark.slow(test_each_version_holds_on_many_draws)
 
 
 def edited(base: str, *edits: tuple[str, str]) -> str:

@@ -513,4 +513,4 @@ def test_the_notebooks_visible_checks_name_each_mistake(monkeypatch):
     for mistake, phrase in VISIBLE_MESSAGES.items():
         with pytest.raises(AssertionError, match=re.escape(phrase)):
             exec(visible, {**namespace, "grpo_train_step": fn_from(MISTAKES[mistake][0], "grpo_train_step")})
-test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT, draws=4)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES, draws=4)

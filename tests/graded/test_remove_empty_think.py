@@ -151,4 +151,4 @@ MISTAKES = {
 }
 
 test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_correct_versions_pass_on_many_draws = many_draws_test(SUITE, CORRECT, draws=20)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES, draws=20)
