@@ -87,6 +87,13 @@ class GRPOConfig(ModelConfig, EvalSettings):
     cliprange: float = 0.2
     kl_coef: float = 0.0  # > 0: a KL penalty to the frozen starting policy
     kl_penalty: str = "k3"  # with kl_coef > 0: k3 | k2 | k3_value_k2_grad (a loss) | k1_reward (training/kl_penalty.py)
+    # the train/inference mismatch (notebook 15), grpo_clip only: None trains the plain loss; token_truncate |
+    # token_mask | sequence_truncate | sequence_mask trains corrected_grpo_loss, weighting each token by the trainer's
+    # old log-prob against the sampler's (is_cap: the cap; is_aggregate: sum | mean of a sequence's log-ratios)
+    is_correction: str | None = None
+    is_cap: float = 2.0
+    is_aggregate: str = "sum"
+    log_mismatch: bool = False  # also score the sampler's log-probs without a correction, to log their gap
     max_grad_norm: float = 1.0
     gradient_checkpointing: bool = False
     checkpoint_every: int = 0

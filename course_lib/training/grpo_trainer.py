@@ -6,7 +6,8 @@
             2) A, r, meta = advantage_fn(r1_zero_reward_fn, responses, answers, group_size, eps, use_std)
             3) tensors    = tokenize_fn(prompts, responses); old log-probs (grpo_clip) and reference
                             log-probs (kl_coef > 0) under the policy before any update; with
-                            kl_penalty "k1_reward", the advantages of the rewards less the KL
+                            kl_penalty "k1_reward", the advantages of the rewards less the KL; with
+                            is_correction (or log_mismatch), the sampler's log-probs and their gap
         4) update_fn(policy / T, optimizer, batch.tensors, ...)      # epochs x optimizer steps x micro-batches
         5) engine.load_weights(policy)                               # vLLM holds its own copy
         evaluate every eval_every steps and at the last; checkpoint every checkpoint_every steps and at the last
@@ -26,6 +27,18 @@ nobody sampled from, the clip would act on the wrong ratio, and the gradient wou
 different distribution than the one whose rewards were measured. So sampling and scoring share
 one temperature, here and in the engines (`course_lib.training.models.TemperatureScaled`;
 temperature 0, greedy, means no scaling).
+
+The train/inference mismatch (notebook 15): with `is_correction` set, the micro-batch step is
+`grpo_update.CorrectedStep`, which trains the graded `corrected_grpo_loss` (injectable as
+`corrected_loss_fn`) with importance weights pi_old / pi_sampler, and the rollout batch carries the
+sampler's log-probs, "rollout_log_probs": the engine's own (`Rollout.log_probs`) when it reports
+them for exactly the ids the trainer scores, else the trainer's forward of the network the engine
+samples from (`sampling_network`: the fast and HF engines' `model`, a copy when the engine holds
+one; top-p renormalised as the sampler draws), as notebook 15's atlas scores them. The fast
+engine reports none, and its KV-cache decode agrees with that forward to float32 rounding
+(the atlas). Every step then logs the gap between the old and the sampler's log-probs
+(`mismatch_mean_abs`, `mismatch_mean_k3`, over the rows the update scores) and, corrected, the
+share of tokens kept (`kept_fraction`). Unset (the default), nothing of this runs.
 
 Simplifications, named: the reward is the r1_zero answer reward (format alone earns nothing);
 responses are re-tokenized from their text with `tokenize_fn` (as CS336 does), so the scored
@@ -47,6 +60,7 @@ import torch
 
 from ..grpo import LOSS_TYPES, compute_group_normalized_rewards, grpo_microbatch_train_step, slice_micro_batch
 from ..logprobs import get_response_log_probs
+from ..mismatch import corrected_grpo_loss, mismatch_report, sampler_log_probs
 from ..rewards import r1_zero_reward_fn
 from ..rollouts import Rollout, RolloutEngineError, SamplingParams, make_engine
 from ..tokenization import tokenize_prompt_and_output
@@ -54,7 +68,7 @@ from .checkpoint import restore_checkpoint
 from .common import (RunLog, TrainResult, check_finite, data_indices, eval_examples_for, frozen_copy, load_records,
                      make_optimizer, make_scheduler, resolve_config, run_eval)
 from .config import GRPOConfig
-from .grpo_update import packed_grpo_train_step
+from .grpo_update import CorrectedStep, check_correction, packed_grpo_train_step
 from .kl_penalty import k1_shaped_rewards, loss_term, update_kl_arguments
 from .models import TemperatureScaled, load_model_and_tokenizer, set_seed
 
@@ -82,6 +96,13 @@ def check_batch_sizes(cfg: GRPOConfig) -> None:
     if cfg.loss_type != "grpo_clip" and cfg.epochs_per_rollout_batch > 1:
         raise ValueError(f"epochs_per_rollout_batch={cfg.epochs_per_rollout_batch} reuses rollouts off-policy, "
                          f"which needs loss_type='grpo_clip' (the importance ratio), not {cfg.loss_type!r}")
+    check_correction(cfg.is_correction, cfg.is_cap, cfg.is_aggregate)
+    for name in ("is_correction", "log_mismatch"):  # both weigh the old log-probs, which only grpo_clip scores
+        if getattr(cfg, name) not in (None, False) and cfg.loss_type != "grpo_clip":
+            raise ValueError(f"{name}={getattr(cfg, name)!r} compares the old log-probs with the sampler's: it needs "
+                             f"loss_type='grpo_clip', not {cfg.loss_type!r}")
+    if cfg.is_correction is not None and cfg.per_token_advantages:
+        raise ValueError(f"is_correction={cfg.is_correction!r}: {cfg.kind}'s update does not take a correction")
 
 
 def grpo_questions(cfg: GRPOConfig, problems: list[dict] | None = None) -> list[dict]:
@@ -98,7 +119,8 @@ class RolloutBatch:
     """One step's rollouts, scored and tokenized: what the update (`update_fn`) trains on.
 
     `tensors` holds "input_ids", "labels", "response_mask" (N, T), "raw_rewards", "advantages"
-    (N,), and "old_log_probs" / "ref_log_probs" (N, T) when the loss or the KL needs them.
+    (N,), and "old_log_probs" / "ref_log_probs" (N, T) when the loss or the KL needs them, and
+    "rollout_log_probs" (N, T), the sampler's, when `is_correction` is set.
     """
 
     rollouts: list[Rollout]
@@ -127,6 +149,59 @@ def _score(model, tensors: dict, micro: int, log_probs_fn, temperature: float,
         lp = log_probs_fn(scored, mb["input_ids"], mb["labels"])["log_probs"].detach()
         out[chunk, : lp.shape[1]] = lp
     return out
+
+
+def sampling_network(engine) -> torch.nn.Module | None:
+    """The network `engine` samples from: its `sampling_model` when it has that attribute (a wrapper such as
+    `FallbackEngine` says so), else its `model` (the fast and HF engines); None where it holds none here."""
+    net = engine.sampling_model if hasattr(engine, "sampling_model") else getattr(engine, "model", None)
+    return net if isinstance(net, torch.nn.Module) else None
+
+
+def reported_log_probs(rollouts: list[Rollout], tensors: dict) -> torch.Tensor | None:
+    """(N, T) float32: the engine's own log-probs (`Rollout.log_probs`) laid out as the labels, or None unless every
+    rollout reports them for exactly the ids the trainer scores (its text tokenized again need not give them back)."""
+    mask = tensors["response_mask"].bool()
+    out = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
+    for i, r in enumerate(rollouts):
+        ids = tensors["labels"][i][mask[i]].tolist()
+        if r.log_probs is None or ids != list(r.token_ids) or len(r.log_probs) != len(ids):
+            return None
+        out[i][mask[i]] = torch.tensor(r.log_probs, dtype=out.dtype, device=out.device)
+    return out
+
+
+def _top_p_log_probs(model, input_ids, labels, *, top_p: float) -> dict:
+    """`log_probs_fn`'s result for a top-p sampler: log-probs renormalised over the tokens it keeps."""
+    return {"log_probs": sampler_log_probs(model(input_ids).logits.float(), labels, top_p=top_p)}
+
+
+def sampler_log_probs_of(engine, rollouts: list[Rollout], tensors: dict, cfg: GRPOConfig, *, log_probs_fn: Callable,
+                         micro: int, rows: torch.Tensor | None) -> torch.Tensor:
+    """(N, T) log-probs of the responses under the distribution the engine sampled them from: the engine's own
+    (`reported_log_probs`), else the trainer's forward of its network at the sampling temperature, top-p
+    renormalised (the rows `rows` only, as `_score`; on the policy itself, exactly the old log-probs)."""
+    reported = reported_log_probs(rollouts, tensors)
+    if reported is not None:
+        return reported
+    net = sampling_network(engine)
+    if net is None:
+        raise ValueError("is_correction and log_mismatch need the sampler's log-probs: this engine reports none for "
+                         "the ids the trainer scores and holds no network (`model`) to score them with")
+    if cfg.sampling_top_p < 1:  # the sampler draws from the kept tokens, renormalised
+        log_probs_fn = partial(_top_p_log_probs, top_p=cfg.sampling_top_p)
+    return _score(net, tensors, micro=micro, log_probs_fn=log_probs_fn, temperature=cfg.sampling_temperature, rows=rows)
+
+
+def mismatch_stats(old: torch.Tensor, rollout: torch.Tensor, mask: torch.Tensor, rows: torch.Tensor | None) -> dict:
+    """`mismatch_report`'s mean |old - rollout| and mean k3 over the response tokens of `rows` (None: all), in
+    float64; NaN when those rows hold no token."""
+    if rows is not None:
+        old, rollout, mask = old[rows], rollout[rows], mask[rows]
+    if not bool(mask.bool().any()):
+        return {"mismatch_mean_abs": float("nan"), "mismatch_mean_k3": float("nan")}
+    report = mismatch_report(old.double(), rollout.double(), mask)
+    return {"mismatch_mean_abs": float(report["mean_abs"]), "mismatch_mean_k3": float(report["mean_k3"])}
 
 
 def once_per_pair(reward_fn: Callable) -> Callable:
@@ -190,6 +265,13 @@ def collect_rollouts(engine, model, tokenizer, questions: list[dict], cfg: GRPOC
         needed = (tensors["advantages"] != 0).nonzero().flatten() if skip else None
         tensors["old_log_probs"] = _score(model, tensors, micro=micro, log_probs_fn=log_probs_fn,
                                           temperature=cfg.sampling_temperature, rows=needed)
+        if cfg.is_correction is not None or cfg.log_mismatch:  # the sampler's, on the same rows; its gap logged
+            sampled = sampler_log_probs_of(engine=engine, rollouts=rollouts, tensors=tensors, cfg=cfg,
+                                           log_probs_fn=log_probs_fn, micro=micro, rows=needed)
+            reward_meta = {**reward_meta, **mismatch_stats(old=tensors["old_log_probs"], rollout=sampled,
+                                                           mask=tensors["response_mask"], rows=needed)}
+            if cfg.is_correction is not None:  # only a corrected step takes them (the plain one has no such argument)
+                tensors["rollout_log_probs"] = sampled
     if ref_model is not None:
         tensors["ref_log_probs"] = _score(ref_model, tensors, micro=micro, log_probs_fn=log_probs_fn,
                                           temperature=cfg.sampling_temperature)
@@ -239,6 +321,11 @@ class FallbackEngine:
         self.engine, self.cfg, self.model, self.tokenizer = engine, cfg, model, tokenizer
         self.start_step, self.step, self.save, self.prompts_per_step = start_step, start_step, save, prompts_per_step
         self.load_weights(model)  # the engine samples the policy from the first step
+
+    @property
+    def sampling_model(self):
+        """The network the engine in use samples from (`sampling_network`): not `self.model`, the policy."""
+        return sampling_network(self.engine)
 
     def generate(self, prompts, params):
         return self._call(lambda e: e.generate(prompts, params), saved_step=self.step - 1)
@@ -297,6 +384,11 @@ def _step_record(step: int, batch: RolloutBatch, update: dict, lr: float, t0: fl
     }
     record.update(update.get("metrics") or {"advantage_var": group_advantage_variance(
         batch.tensors["raw_rewards"], batch.tensors["response_mask"], cfg.group_size)})
+    for key in ("mismatch_mean_abs", "mismatch_mean_k3"):  # is_correction or log_mismatch: the sampler's gap
+        if key in meta:
+            record[key] = meta[key]
+    if cfg.is_correction is not None:
+        record["kept_fraction"] = _mean(update.get("kept_fraction", []), float("nan"))
     if update["kl"]:
         record["kl"] = _mean(update["kl"], 0.0)
     elif "kl" in meta:  # k1_reward: the mean k1 of the rollouts, from `collect_rollouts`
@@ -323,6 +415,29 @@ def _optimizer_and_scheduler(model, cfg: GRPOConfig):
     return optimizer, scheduler
 
 
+def micro_step(cfg: GRPOConfig, train_step_fn: Callable, corrected_loss_fn: Callable) -> Callable:
+    """The update's micro-batch step: `train_step_fn`, or with `is_correction` set a `CorrectedStep` of
+    `corrected_loss_fn` (which replaces the plain step, so a caller's own `train_step_fn` is refused there)."""
+    if cfg.is_correction is None:
+        return train_step_fn
+    if train_step_fn is not grpo_microbatch_train_step:
+        raise ValueError("is_correction replaces the micro-batch step with grpo_update.CorrectedStep: pass the "
+                         "corrected loss as corrected_loss_fn, not a train_step_fn of your own")
+    return CorrectedStep(cfg.is_correction, cfg.is_cap, cfg.is_aggregate, loss_fn=corrected_loss_fn)
+
+
+def update_arguments(cfg: GRPOConfig, *, scheduler, log_probs_fn: Callable, train_step_fn: Callable,
+                     corrected_loss_fn: Callable) -> dict:
+    """`update_fn`'s keywords that are the same at every step: the config's batch and loss settings, the KL's
+    (`update_kl_arguments`) and the micro-batch step (`micro_step`: with `is_correction`, a `CorrectedStep`)."""
+    kl_loss_coef, kl_term = update_kl_arguments(kl_penalty=cfg.kl_penalty, kl_coef=cfg.kl_coef)
+    return dict(loss_type=cfg.loss_type, train_batch_size=cfg.train_batch_size,
+                gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+                epochs_per_rollout_batch=cfg.epochs_per_rollout_batch, cliprange=cfg.cliprange,
+                max_grad_norm=cfg.max_grad_norm, kl_coef=kl_loss_coef, scheduler=scheduler, log_probs_fn=log_probs_fn,
+                train_step_fn=micro_step(cfg, train_step_fn, corrected_loss_fn), **kl_term)
+
+
 def _check_update(update: dict, step: int, output_dir) -> None:
     """Stop on a non-finite loss or gradient norm of the update of `step` (the last good checkpoint is kept)."""
     for loss, norm in zip(update["loss"], update["grad_norm"]):
@@ -343,6 +458,7 @@ def train_grpo(
     tokenize_fn: Callable = tokenize_prompt_and_output,
     reward_fn: Callable = r1_zero_reward_fn,
     update_fn: Callable = packed_grpo_train_step,
+    corrected_loss_fn: Callable = corrected_grpo_loss,
     engine=None,
     resume: bool = False,
     progress: bool = True,
@@ -355,6 +471,7 @@ def train_grpo(
     Args: as `train_sft`, plus the injectable `advantage_fn`, `train_step_fn`, `log_probs_fn`, `tokenize_fn`
     (the graded functions of notebooks 06, 07, 03, 01), `update_fn` (the rollout batch's update, called by
     keyword as notebook 09's `grpo_train_step`; default: the same update packed, `grpo_update.packed_grpo_train_step`),
+    `corrected_loss_fn` (notebook 15's `corrected_grpo_loss`, trained when `is_correction` is set: `micro_step`),
     `engine` (default: the config's; when it fails, see `FallbackEngine`) and `extra_state` (`state_dict`,
     `load_state_dict`: `ppo_trainer.train_ppo` passes its critic's update), checkpointed and resumed with the run."""
     cfg = resolve_config("grpo", config, overrides)
@@ -368,6 +485,8 @@ def train_grpo(
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     optimizer, scheduler = _optimizer_and_scheduler(model, cfg)
+    update_args = update_arguments(cfg, scheduler=scheduler, log_probs_fn=log_probs_fn, train_step_fn=train_step_fn,
+                                   corrected_loss_fn=corrected_loss_fn)
     start_step = restore_checkpoint(cfg, resume=resume, model=model, optimizer=optimizer, scheduler=scheduler,
                                     extra_state=extra_state)
     run = RunLog(kind=cfg.kind, cfg=cfg, total_steps=cfg.n_grpo_steps, start_step=start_step, resume=resume,
@@ -376,7 +495,6 @@ def train_grpo(
                             save=partial(run.save_checkpoint, optimizer=optimizer, scheduler=scheduler,
                                          extra_state=extra_state))
     policy = TemperatureScaled(model, cfg.sampling_temperature)  # scores the distribution the rollouts came from
-    kl_loss_coef, kl_term = update_kl_arguments(kl_penalty=cfg.kl_penalty, kl_coef=cfg.kl_coef)
     for step in range(start_step, cfg.n_grpo_steps):
         t0 = time.perf_counter()
         done, last = step + 1, step + 1 == cfg.n_grpo_steps  # 1-based, as metrics and checkpoints count
@@ -391,12 +509,7 @@ def train_grpo(
                                  log_probs_fn=log_probs_fn, ref_model=ref_model)
         # 4) the update of the rollout batch: epochs x optimizer steps x micro-batches
         model.train()
-        update = update_fn(policy=policy, optimizer=optimizer, rollout_batch=batch.tensors, loss_type=cfg.loss_type,
-                           train_batch_size=cfg.train_batch_size,
-                           gradient_accumulation_steps=cfg.gradient_accumulation_steps,
-                           epochs_per_rollout_batch=cfg.epochs_per_rollout_batch, cliprange=cfg.cliprange,
-                           max_grad_norm=cfg.max_grad_norm, kl_coef=kl_loss_coef, scheduler=scheduler,
-                           log_probs_fn=log_probs_fn, train_step_fn=train_step_fn, **kl_term)
+        update = update_fn(policy=policy, optimizer=optimizer, rollout_batch=batch.tensors, **update_args)
         _check_update(update, done, cfg.output_dir)  # before the next checkpoint is saved
         # 5) weight sync: vLLM holds its own copy of the weights (the HF and fast engines use the policy's)
         engine.load_weights(model)

@@ -26,15 +26,70 @@ less work:
 
 `tests/test_grpo_update.py` holds it equal to `grpo_train_step`, parameter for parameter in
 float64, for every loss type, with rows of weight 0, a KL term and an all-skipped step.
+
+**The mismatch correction** (notebook 15) is a micro-batch step, `CorrectedStep`: passed as
+`train_step_fn`, it trains the graded `corrected_grpo_loss` (importance weights between the
+trainer's old log-probs and the sampler's) instead of the plain loss. The rollout batch then
+carries the sampler's per-token log-probs, "rollout_log_probs" (N, T), laid out as
+"old_log_probs"; the update hands each micro-batch's slice to the step by keyword, and only when
+the batch holds them, so a batch without them calls the step exactly as before.
+`tests/test_is_correction.py` holds the corrected step equal to the plain grpo_clip step where
+every weight is 1.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import torch
 
 from ..grpo import _check_rollout_batch, _k3_per_token, grpo_microbatch_train_step, slice_micro_batch
 from ..logprobs import get_response_log_probs
 from ..masking import masked_mean
+from ..mismatch import AGGREGATES, MODES, corrected_grpo_loss
+
+
+def check_correction(is_correction: str | None, is_cap: float, is_aggregate: str) -> None:
+    """The correction's settings (`GRPOConfig`'s is_correction, is_cap, is_aggregate), each refused by name."""
+    if is_correction is not None and is_correction not in MODES:
+        raise ValueError(f"is_correction {is_correction!r} is not None or one of {', '.join(MODES)}")
+    if isinstance(is_cap, bool) or not isinstance(is_cap, (int, float)) or not is_cap > 0:
+        raise ValueError(f"is_cap must be a number > 0, got {is_cap!r}")
+    if is_aggregate not in AGGREGATES:
+        raise ValueError(f"is_aggregate {is_aggregate!r} is not one of {', '.join(AGGREGATES)}")
+
+
+class CorrectedStep:
+    """A micro-batch step (`train_step_fn`) that trains `loss_fn` (default the graded `corrected_grpo_loss`;
+    notebook 15 passes the student's) with importance weights between the old and the sampler's log-probs:
+
+        loss = corrected_grpo_loss(A, policy, old, rollout, mask, cliprange, mode, cap, aggregate)
+               / gradient_accumulation_steps,   backpropagated
+
+    policy_log_probs, old_log_probs, rollout_log_probs, response_mask: (B, T); advantages (B, 1). The
+    arguments are `grpo_microbatch_train_step`'s plus rollout_log_probs; grpo_clip only (the loss is the
+    clip loss). Returns (the scaled loss, detached; the loss's metadata: "weights", "kept_fraction",
+    "clip_fraction")."""
+
+    def __init__(self, mode: str, cap: float, aggregate: str = "sum", loss_fn: Callable = corrected_grpo_loss):
+        check_correction(mode, cap, aggregate)
+        if mode is None:
+            raise ValueError("is_correction must name a mode for a corrected step, got None")
+        self.mode, self.cap, self.aggregate, self.loss_fn = mode, cap, aggregate, loss_fn
+
+    def __call__(self, policy_log_probs, response_mask, gradient_accumulation_steps, loss_type, raw_rewards=None,
+                 advantages=None, old_log_probs=None, cliprange=None, rollout_log_probs=None):
+        if loss_type != "grpo_clip":
+            raise ValueError(f"is_correction trains the clip loss: loss_type must be 'grpo_clip', not {loss_type!r}")
+        if old_log_probs is None or rollout_log_probs is None:
+            raise ValueError("is_correction needs the batch's old_log_probs and rollout_log_probs (the sampler's)")
+        loss, meta = self.loss_fn(advantages=advantages, policy_log_probs=policy_log_probs,
+                                  old_log_probs=old_log_probs, rollout_log_probs=rollout_log_probs,
+                                  response_mask=response_mask, cliprange=cliprange, mode=self.mode, cap=self.cap,
+                                  aggregate=self.aggregate)
+        loss = loss / gradient_accumulation_steps  # each micro-batch's share of its optimizer step, as the plain step
+        loss.backward()
+        return loss.detach(), meta
 
 
 def micro_batch_rows(rollout_batch: dict[str, torch.Tensor], first: int, train_batch_size: int, micro: int,
@@ -68,7 +123,9 @@ def packed_grpo_train_step(
     "clip_fraction" have one entry per micro-batch *scored* (none for a step whose rows all
     have weight 0), and `kl_term`, the per-token KL term (policy_log_probs, ref_log_probs) ->
     (B, T) of the penalty when kl_coef > 0 (default k3, as the graded step; others:
-    `training/kl_penalty.py`).
+    `training/kl_penalty.py`). With "rollout_log_probs" in the batch, each micro-batch's slice goes to
+    `train_step_fn` by keyword (a `CorrectedStep`), and a step whose metadata holds "kept_fraction"
+    adds that list (one entry per micro-batch scored).
     """
     n, k = rollout_batch["advantages"].shape[0], gradient_accumulation_steps
     _check_rollout_batch(n, train_batch_size, k, kl_coef, rollout_batch)
@@ -93,12 +150,16 @@ def packed_grpo_train_step(
                     kl_loss.backward(retain_graph=True)  # the policy-gradient loss backprops through log_probs next
                     step_loss += float(kl_loss.detach())
                     out["kl"].append(float(kl.detach().mean()))
+                # the sampler's log-probs reach the step only where the batch holds them (a corrected run)
+                sampler = {"rollout_log_probs": mb["rollout_log_probs"]} if "rollout_log_probs" in mb else {}
                 loss, meta = train_step_fn(log_probs, mask, accumulation, loss_type, raw_rewards=mb["raw_rewards"],
                                            advantages=mb["advantages"], old_log_probs=mb.get("old_log_probs"),
-                                           cliprange=cliprange)
+                                           cliprange=cliprange, **sampler)
                 step_loss += float(loss)
                 if "clip_fraction" in meta:
                     out["clip_fraction"].append(float(meta["clip_fraction"]))
+                if "kept_fraction" in meta:  # a corrected step: the share of response tokens a mask mode kept
+                    out.setdefault("kept_fraction", []).append(float(meta["kept_fraction"]))
             if not batches:  # every row left out: the gradient is exactly 0, and the optimizer still steps on it
                 for p in (p for p in policy.parameters() if p.requires_grad):
                     p.grad = torch.zeros_like(p)
