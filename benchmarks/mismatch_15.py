@@ -21,11 +21,35 @@ reports `mismatch_report` of the two. On `qwen2-sft`, 64 test prompts x 4 sample
    uncorrected and with token weights truncated or masked at 2.
 4. `sequence_sum`: the sequence weights of top-p 0.8 and 0.95 and bfloat16 rollouts by response
    length quartile, the sequence ratio from the sum or from the mean of the token log-ratios.
+5. `grpo`: GRPO runs from `qwen2-sft` with notebook 11's settings (`GRPO_SETTINGS`: lr 1e-4, 64
+   responses a step, 8 per question, one optimizer step per rollout batch, 30 steps) in four arms:
+   on-policy (the reference), a mismatched sampler uncorrected, corrected by token-TIS
+   (`is_correction=token_truncate`, cap 2) and by sequence-MIS (`sequence_mask`, cap 2, the
+   sequence ratio from the *sum* of the token log-ratios, the true sequence ratio as Yao et al.
+   define it). Per step: train reward, gradient norm (before the clip at 1.0), mismatch_report's
+   mean |old - sampler| and mean k3 over the tokens the update scores, the kept fraction; at the
+   end the greedy held-out answer reward on the first 200 test problems. Seeds 0, 1 and 2: one arm of
+   one seed differs from another only by the mismatch and its correction (same questions, same
+   sampling seeds; step 1 of every arm samples from the same weights).
 
-Writes `data/experiments/mismatch_15.json`. Usage (18 minutes on one core of a busy 2-core machine, the vLLM part
-included; `--parts` runs some parts and keeps the others' results):
+   The mismatch is a **stale sampler**: the fast engine samples from a copy of the policy that is
+   synced only every SYNC_EVERY (8) optimizer steps, so at step s it is s mod 8 steps behind the
+   weights whose old log-probs the trainer computes (asynchronous RL's off-by-k). Chosen over a
+   bfloat16 sampler for three reasons measured here: the bfloat16 gap is small (atlas: mean |d|
+   1.5e-3) and its gradient effect sits under the sampling noise (part 2: the corrections moved the
+   cosine by at most 0.008, against a noise floor of 0.14), so a 30-step run could show nothing of
+   it; bfloat16 matrix products are slow on a CPU, the stale copy costs nothing; and the stale
+   sampler's log-probs are exact to float32 rounding (the trainer's forward of the copy, which the
+   atlas measured equal to the fast engine's own decode to rounding), so any difference between
+   the arms is the mismatch's, not the measurement's. The staleness, not a precision, sets the
+   size: notebook 14 measured 0.036 nat at sync-every-10 with two optimizer steps a batch.
+
+Writes `data/experiments/mismatch_15.json`; `--parts` runs some parts and merges their keys into the file, keeping
+the others' results. Usage (on one core of a busy 2-core machine: 18 minutes for parts 1-4, the vLLM part included;
+9 minutes for part 5 alone, 12 runs of 40-50 s, its wall time recorded in its key as "seconds"):
 
     OMP_NUM_THREADS=1 python benchmarks/mismatch_15.py
+    OMP_NUM_THREADS=1 python benchmarks/mismatch_15.py --parts grpo
 """
 
 from __future__ import annotations
@@ -42,7 +66,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DEFAULT_OUT = ROOT / "data" / "experiments" / "mismatch_15.json"
-PARTS = ("atlas", "gradient", "decision", "sequence_sum")
+PARTS = ("atlas", "gradient", "decision", "sequence_sum", "grpo")
 CAP = 2.0
 from course_lib.rollouts.mismatch_atlas import atlas_row, batch_of, full_forward, kv_decode, sample, scored_alone, topp_log_probs  # noqa: E402
 
@@ -298,6 +322,110 @@ def sequence_sum(model, tok, prompts, args) -> dict:
     return out
 
 
+# ---------------------------------------------------------------- 5. GRPO with a stale sampler
+GRPO_SETTINGS = dict(lr=1e-4, rollout_batch_size=64, group_size=8, train_batch_size=64, gradient_accumulation_steps=2,
+                     loss_type="grpo_clip", use_std_normalization=True, sampling_temperature=1.0, sampling_min_tokens=4,
+                     sampling_max_tokens=100, eval_examples=0)  # notebook 11's (benchmarks/ppo_11.py)
+SYNC_EVERY = 8
+ARMS = {"on-policy": dict(log_mismatch=True),
+        "stale, uncorrected": dict(log_mismatch=True),
+        "stale + token-TIS": dict(is_correction="token_truncate", is_cap=CAP),
+        "stale + sequence-MIS": dict(is_correction="sequence_mask", is_cap=CAP, is_aggregate="sum")}
+STEP_KEYS = ("step", "train_reward", "grad_norm", "mismatch_mean_abs", "mismatch_mean_k3", "kept_fraction",
+             "clip_fraction", "response_length")
+
+
+class StaleSampler:
+    """The fast engine on a copy of the policy, synced on every `every`-th `load_weights` call only (the trainer's
+    first, when the run starts, included): steps 1..every sample the starting weights, and so on. Its `model` is
+    the copy, the network the trainer scores the sampler's log-probs with."""
+
+    def __init__(self, model, tokenizer, every: int):
+        import copy
+
+        from course_lib.rollouts.fast_engine import FastEngine
+
+        self.engine, self.every, self.calls = FastEngine(copy.deepcopy(model), tokenizer), every, 0
+
+    @property
+    def model(self):
+        return self.engine.model
+
+    def generate(self, prompts, params):
+        return self.engine.generate(prompts, params)
+
+    def load_weights(self, model) -> None:
+        if self.calls % self.every == 0:
+            self.engine.load_weights(model)
+        self.calls += 1
+
+
+def grpo_run(arm: str, seed: int, held_out: list[dict], args) -> dict:
+    """One arm of one seed: its per-step metrics and its held-out answer reward at the end."""
+    from course_lib.training.evaluation import evaluate
+    from course_lib.training.grpo_trainer import train_grpo
+    from course_lib.world.tiny_models import load_tiny
+
+    model, tok = load_tiny("qwen2-sft")
+    engine = None if arm == "on-policy" else StaleSampler(model, tok, every=args.sync_every)
+    t0 = time.perf_counter()
+    result = train_grpo({**GRPO_SETTINGS, **ARMS[arm], "n_grpo_steps": args.grpo_steps, "seed": seed}, model=model,
+                        tokenizer=tok, eval_data=[], engine=engine, progress=False)
+    steps = [{k: r.get(k) for k in STEP_KEYS} for r in result.metrics if r["kind"] == "train"]
+    for record in steps:  # optimizer steps the sampler is behind the trainer's old log-probs
+        record["staleness"] = 0 if engine is None else (record["step"] - 1) % args.sync_every
+    final = evaluate(result.model.eval(), tok, held_out, max_tokens=GRPO_SETTINGS["sampling_max_tokens"],
+                     batch_size=len(held_out))
+    return {"arm": arm, "seed": seed, "seconds": round(time.perf_counter() - t0, 1), "steps": steps,
+            "held_out": {k: final[k] for k in ("answer_reward", "format_reward")}}
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None and v == v]  # a step that scored nothing logs NaN
+    return sum(values) / len(values) if values else None
+
+
+def grpo_summary(runs: list[dict]) -> dict:
+    """Per arm, means over its seeds: the train reward of the last 5 steps, the gradient norm, the gap and the kept
+    fraction over every step, the held-out answer reward (and each seed's)."""
+    out = {}
+    for arm in ARMS:
+        mine = [r for r in runs if r["arm"] == arm]
+        per_seed = [_mean(s["train_reward"] for s in r["steps"][-5:]) for r in mine]
+        out[arm] = {"final5_train_reward": _mean(per_seed), "final5_train_reward_per_seed": per_seed,
+                    "grad_norm": _mean(s["grad_norm"] for r in mine for s in r["steps"]),
+                    "mismatch_mean_abs": _mean(s["mismatch_mean_abs"] for r in mine for s in r["steps"]),
+                    "kept_fraction": _mean(s["kept_fraction"] for r in mine for s in r["steps"]),
+                    "held_out_answer_reward": _mean(r["held_out"]["answer_reward"] for r in mine),
+                    "held_out_answer_reward_per_seed": [r["held_out"]["answer_reward"] for r in mine]}
+    return out
+
+
+def grpo(model, tok, args) -> dict:
+    """Every arm of every seed (`grpo_run`), the starting model's held-out reward and the summary."""
+    from course_lib.gsm8k import as_r1_zero, load_problems
+    from course_lib.training.evaluation import evaluate
+
+    t0 = time.perf_counter()
+    held_out = as_r1_zero(load_problems("arith", "test")[: args.eval_n])
+    start = evaluate(model.eval(), tok, held_out, max_tokens=GRPO_SETTINGS["sampling_max_tokens"],
+                     batch_size=len(held_out))
+    runs = []
+    for seed in args.grpo_seeds:
+        for arm in ARMS:
+            runs.append(grpo_run(arm=arm, seed=seed, held_out=held_out, args=args))
+            last = runs[-1]
+            print(f"grpo {arm}, seed {seed}: {last['seconds']:.0f} s, last-5 train reward "
+                  f"{_mean(s['train_reward'] for s in last['steps'][-5:]):.3f}, held-out answer "
+                  f"{last['held_out']['answer_reward']:.3f}, mean gap {_mean(s['mismatch_mean_abs'] for s in last['steps']):.4f}",
+                  flush=True)
+    return {"command": "OMP_NUM_THREADS=1 python benchmarks/mismatch_15.py --parts grpo",
+            "settings": {**GRPO_SETTINGS, "n_grpo_steps": args.grpo_steps, "sync_every": args.sync_every, "cap": CAP,
+                         "eval_n": args.eval_n, "seeds": args.grpo_seeds},
+            "arms": ARMS, "start": {k: start[k] for k in ("answer_reward", "format_reward")},
+            "summary": grpo_summary(runs), "runs": runs, "seconds": round(time.perf_counter() - t0, 1)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -305,6 +433,10 @@ def main() -> None:
     parser.add_argument("--gradient-prompts", type=int, default=128)
     parser.add_argument("--decision-prompts", type=int, default=1024)
     parser.add_argument("--no-vllm", action="store_true", help="leave out the vLLM server's rows of the atlas")
+    parser.add_argument("--grpo-seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--grpo-steps", type=int, default=30)
+    parser.add_argument("--sync-every", type=int, default=SYNC_EVERY, help="grpo: the stale sampler's sync period")
+    parser.add_argument("--eval-n", type=int, default=200, help="grpo: held-out test problems")
     args = parser.parse_args()
     parts = args.parts.split(",")
     if set(parts) - set(PARTS):
@@ -327,6 +459,8 @@ def main() -> None:
         results["decision"] = decision(model, tok, args)
     if "gradient" in parts:
         results["gradient"] = gradient(model, tok, args)
+    if "grpo" in parts:
+        results["grpo"] = grpo(model, tok, args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {args.out} in {time.perf_counter() - t0:.0f} s")
