@@ -20,7 +20,8 @@ reports `mismatch_report` of the two. On `qwen2-sft`, 64 test prompts x 4 sample
    exactly, on-policy and under top-p 0.8 and 0.95, bfloat16 and temperature-0.7 samplers,
    uncorrected and with token weights truncated or masked at 2.
 4. `sequence_sum`: the sequence weights of top-p 0.8 and 0.95 and bfloat16 rollouts by response
-   length quartile, the sequence ratio from the sum or from the mean of the token log-ratios.
+   length quartile, the sequence ratio from the sum or from the mean of the token log-ratios, and
+   the share of responses `sequence_mask` drops at a cap that bites (TIGHT_CAP, 1.05).
 5. `grpo`: GRPO runs from `qwen2-sft` with notebook 11's settings (`GRPO_SETTINGS`: lr 1e-4, 64
    responses a step, 8 per question, one optimizer step per rollout batch, 30 steps) in four arms:
    on-policy (the reference), a mismatched sampler uncorrected, corrected by token-TIS
@@ -68,6 +69,7 @@ sys.path.insert(0, str(ROOT))
 DEFAULT_OUT = ROOT / "data" / "experiments" / "mismatch_15.json"
 PARTS = ("atlas", "gradient", "decision", "sequence_sum", "grpo")
 CAP = 2.0
+TIGHT_CAP = 1.05  # a sequence cap that the bfloat16 sampler's ratios cross (CAP never bites on these samplers)
 from course_lib.rollouts.mismatch_atlas import atlas_row, batch_of, full_forward, kv_decode, sample, scored_alone, topp_log_probs  # noqa: E402
 
 CORRECTIONS = [("none", None, None), ("token_truncate", "token_truncate", "sum"), ("token_mask", "token_mask", "sum"),
@@ -309,15 +311,19 @@ def sequence_sum(model, tok, prompts, args) -> dict:
         lengths = torch.tensor([len(r) for r in rids])
         edges = torch.quantile(lengths.float(), torch.tensor([0.25, 0.5, 0.75])).tolist()
         bucket = torch.bucketize(lengths.float(), torch.tensor(edges), right=True)
-        row = {"length_quartile_edges": edges}
+        row = {"length_quartile_edges": edges, "tight_cap": TIGHT_CAP}
+        first = torch.tensor([len(p) - 1 for p in pids])  # a row's weight stands on each of its tokens
         for aggregate in ("sum", "mean"):
             for mode in ("sequence_truncate", "sequence_mask"):
-                first = torch.tensor([len(p) - 1 for p in pids])  # a row's weight stands on each of its tokens
                 w = importance_weights(train, roll, mask, mode, CAP, aggregate)[torch.arange(len(rids)), first]
                 row[f"{mode}_{aggregate}"] = [float(w[bucket == q].mean()) for q in range(4)]
+            # the share of responses sequence_mask drops at a cap that bites, by length quartile
+            w = importance_weights(train, roll, mask, "sequence_mask", TIGHT_CAP, aggregate)[torch.arange(len(rids)), first]
+            row[f"dropped_at_tight_cap_{aggregate}"] = [float((w[bucket == q] == 0).float().mean()) for q in range(4)]
         out[name] = row
         print(f"sequence_sum {name}: sum-truncate weights by length quartile "
-              f"{[round(x, 3) for x in row['sequence_truncate_sum']]}, mean {[round(x, 3) for x in row['sequence_truncate_mean']]}",
+              f"{[round(x, 3) for x in row['sequence_truncate_sum']]}, mean {[round(x, 3) for x in row['sequence_truncate_mean']]}; "
+              f"dropped at cap {TIGHT_CAP}: sum {row['dropped_at_tight_cap_sum']}, mean {row['dropped_at_tight_cap_mean']}",
               flush=True)
     return out
 
