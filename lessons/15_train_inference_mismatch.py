@@ -25,6 +25,7 @@ import json
 import math
 import os
 
+import matplotlib.pyplot as plt
 import torch
 
 from course_lib.paths import DATA_DIR
@@ -516,8 +517,6 @@ for name, row in seq.items():
 # results read here; the held-out reward is greedy, on the first 200 test problems.
 
 # %%
-import matplotlib.pyplot as plt
-
 run15 = MISMATCH["grpo"]
 arms = list(run15["arms"])
 sync = run15["settings"]["sync_every"]
