@@ -52,14 +52,22 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
             lengths[0], lengths[-1] = 1, T  # one short and one long response: sequence and token means differ
             cols = torch.arange(T)
             mask = (cols >= starts[:, None]) & (cols < (starts + lengths)[:, None])  # never empty: start < T
+            advantages = torch.randn(B, 1, generator=gen, dtype=torch.float64)
+            # the sampling policy's log-probs: the current ones moved by up to +-0.5 (ratios 0.6..1.65) on
+            # the response tokens and not at all elsewhere (ratio 1, never clipped: a clip fraction over every
+            # position then counts the response's clipped tokens over more positions, never as many more)
+            old_shift = torch.where(mask, (torch.rand(B, T, generator=gen, dtype=torch.float64) * 2 - 1) * 0.5, 0.0)
+            # and one token clipped in every micro-batch: the first row's advantage positive and its response
+            # token's ratio e^0.4, beyond 1 + eps (without a clipped token, 0 / anything is 0)
+            advantages[0, 0] = advantages[0, 0].abs() + 0.1
+            old_shift[0, starts[0]] = -0.4
             mask = {"bool": mask, "float": mask.float(), "long": mask.long()}[mask_kind]
             micro.append({
                 "scale": (torch.rand(B, T, generator=gen, dtype=torch.float64) * 2 + 0.1).to(dtype),
                 "mask": mask,
                 "raw_rewards": _both_rewards(torch.rand(B, 1, generator=gen) < 0.5).to(dtype),
-                "advantages": torch.randn(B, 1, generator=gen, dtype=torch.float64).to(dtype),
-                # the sampling policy's log-probs: the current ones moved by up to +-0.5 (ratios 0.6..1.65)
-                "old_shift": ((torch.rand(B, T, generator=gen, dtype=torch.float64) * 2 - 1) * 0.5).to(dtype),
+                "advantages": advantages.to(dtype),
+                "old_shift": old_shift.to(dtype),
             })
         return {
             "theta": theta, "micro_batches": micro, "gradient_accumulation_steps": k,
