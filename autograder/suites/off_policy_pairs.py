@@ -34,6 +34,8 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
     records = [gsm8k_to_r1_zero(p) for p in picked]
     prompts = [r["prompt"] for r in records]
     k = int(torch.randint(11, 98, (), generator=gen))
+    # an early block of record 7 never holds its answer + 1: changing every block would then change it to itself
+    early = k + 1 if k == int(records[7]["ground_truth"]) + 1 else k
 
     def ex(i, output, truth):
         return {"prompt": prompts[i], "output": output, "ground_truth": truth}
@@ -48,7 +50,7 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
     return [
         ("arith_records", case([dict(r) for r in records[:5]])),
         ("several_answer_blocks_the_last_changed", case(several)),
-        ("several_answer_blocks_in_a_real_record", case([ex(7, f" Maybe <answer> {k} </answer>?" + records[7]["output"],
+        ("several_answer_blocks_in_a_real_record", case([ex(7, f" Maybe <answer> {early} </answer>?" + records[7]["output"],
                                                             records[7]["ground_truth"])])),
         ("negative_answers", case([ex(0, f" {k} - {k + 7} = -7 </think> <answer> -7 </answer>", "-7"),
                                    ex(1, f" {k} - {k + 1} = -1 </think> <answer> -1 </answer>", "-1")])),

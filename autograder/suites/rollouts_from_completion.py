@@ -44,7 +44,9 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
     def case(r, eos=EOS, error=False):
         return {"reply": r, "eos_token_id": eos, "expect_error": error}
 
-    mixed = [sample(rint(3, 40), eos_end=bool(rint(0, 2)), reason="stop") for _ in range(8)]
+    # samples that end with the eos and samples that do not, on every draw (listed in another order by `reply`)
+    ends = [True, False] + [bool(rint(0, 2)) for _ in range(6)]
+    mixed = [sample(rint(3, 40), eos_end=end, reason="stop") for end in ends]
     lengths = [sample(rint(5, 30), eos_end=False, reason="length") for _ in range(3)] + \
               [sample(rint(5, 30), eos_end=True, reason="stop") for _ in range(3)]
     bad_text = sample(5, eos_end=True, reason="stop")
