@@ -72,13 +72,21 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
         """old values, values and returns, (B, T) float64, away from every decision's edge."""
         shape = mask.shape
         old = torch.randn(shape, generator=gen, dtype=torch.float64)
+        planted = {}
         if moves is None:  # |V - V_old| in [0, 0.8 c) or (1.2 c, 3 c]
             active = torch.rand(shape, generator=gen) < active_share
             moves = signs(shape) * torch.where(active, uniform(shape, 1.2 * c, 3.0 * c), uniform(shape, 0.0, 0.8 * c))
+            if active_share > 0:  # on every draw, the first two response tokens clipped: V above V_old + c with
+                # the clipped term the larger (R between V and clip(V), nearer V: V - R > 0 the smaller square),
+                # then V below V_old - c with the unclipped term the larger
+                for i, move, ti in zip(mask.flatten().nonzero().view(-1)[:2].tolist(), (2.0 * c, -2.0 * c), (0.2, 1.5)):
+                    moves.view(-1)[i], planted[i] = move, ti
         v = old + moves
         vc = old + moves.clamp(-c, c)
         # where the clip is active: R = V + t (clip(V) - V), t < 0.4 (the clipped term is the larger) or t > 0.6
         t = torch.where(torch.rand(shape, generator=gen) < 0.5, uniform(shape, -2.0, 0.4), uniform(shape, 0.6, 3.0))
+        for i, ti in planted.items():
+            t.view(-1)[i] = ti
         returns = torch.where(moves.abs() > c, v + t * (vc - v), v + 0.7 * torch.randn(shape, generator=gen,
                                                                                         dtype=torch.float64))
         return v, old, returns
