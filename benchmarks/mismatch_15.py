@@ -318,12 +318,14 @@ def sequence_sum(model, tok, prompts, args) -> dict:
                 w = importance_weights(train, roll, mask, mode, CAP, aggregate)[torch.arange(len(rids)), first]
                 row[f"{mode}_{aggregate}"] = [float(w[bucket == q].mean()) for q in range(4)]
             # the share of responses sequence_mask drops at a cap that bites, by length quartile
-            w = importance_weights(train, roll, mask, "sequence_mask", TIGHT_CAP, aggregate)[torch.arange(len(rids)), first]
+            w = importance_weights(train, roll, mask, "sequence_mask", TIGHT_CAP, aggregate)
+            w = w[torch.arange(len(rids)), first]
             row[f"dropped_at_tight_cap_{aggregate}"] = [float((w[bucket == q] == 0).float().mean()) for q in range(4)]
         out[name] = row
         print(f"sequence_sum {name}: sum-truncate weights by length quartile "
-              f"{[round(x, 3) for x in row['sequence_truncate_sum']]}, mean {[round(x, 3) for x in row['sequence_truncate_mean']]}; "
-              f"dropped at cap {TIGHT_CAP}: sum {row['dropped_at_tight_cap_sum']}, mean {row['dropped_at_tight_cap_mean']}",
+              f"{[round(x, 3) for x in row['sequence_truncate_sum']]}, "
+              f"mean {[round(x, 3) for x in row['sequence_truncate_mean']]}; dropped at cap {TIGHT_CAP}: "
+              f"sum {row['dropped_at_tight_cap_sum']}, mean {row['dropped_at_tight_cap_mean']}",
               flush=True)
     return out
 

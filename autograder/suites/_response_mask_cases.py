@@ -81,9 +81,9 @@ class MaskDraw:
     def capped_log_ratios(self, spans, T: int, mode: str, cap: float, aggregate: str = "sum", targets=None):
         """(B, T) float64 train-minus-rollout log-ratios for importance weights capped at `cap`:
         for a token mode, `log_ratios` with a ratio above cap planted in row 0 and one below 1 / cap
-        in row 1, each followed by a token of ratio near 1; for a sequence mode, each row's sum (aggregate "mean": mean) over its response set
-        to `targets` (default: alternately below and above log cap). No token log-ratio is within
-        1e-4 of log cap, no target within 1e-3."""
+        in row 1, each followed by a token of ratio near 1; for a sequence mode, each row's sum
+        (aggregate "mean": mean) over its response set to `targets` (default: alternately below and
+        above log cap). No token log-ratio is within 1e-4 of log cap, no target within 1e-3."""
         x = self.log_ratios(len(spans), T)
         log_cap = math.log(cap)
         if mode.startswith("token"):

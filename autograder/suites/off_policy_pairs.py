@@ -50,8 +50,8 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
     return [
         ("arith_records", case([dict(r) for r in records[:5]])),
         ("several_answer_blocks_the_last_changed", case(several)),
-        ("several_answer_blocks_in_a_real_record", case([ex(7, f" Maybe <answer> {early} </answer>?" + records[7]["output"],
-                                                            records[7]["ground_truth"])])),
+        ("several_answer_blocks_in_a_real_record", case([ex(7, f" Maybe <answer> {early} </answer>?"
+                                                               + records[7]["output"], records[7]["ground_truth"])])),
         ("negative_answers", case([ex(0, f" {k} - {k + 7} = -7 </think> <answer> -7 </answer>", "-7"),
                                    ex(1, f" {k} - {k + 1} = -1 </think> <answer> -1 </answer>", "-1")])),
         ("multi_digit_answers_and_carries", case([ex(2, f" {k} is not it: 90 + 9 = 99 </think> <answer> 99 </answer>", "99"),
