@@ -60,8 +60,9 @@ GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while gr
 # | `seq_quantiles` | (3,): the 0.05, 0.5 and 0.95 quantiles of `seq_log_ratio` over the rows that have a response token |
 #
 # Each is a 0-dim tensor (but the last two) in the log-probs' (promoted) dtype. Raise a
-# `ValueError` when the shapes differ, the tensors are not (B, T), the mask holds anything but
-# 0 and 1, or the mask holds no response token at all. The hidden cases check float32 and float64, masks with empty rows, one token, ties at
+# `ValueError` when the three shapes differ (the mask's too), the tensors are not (B, T), the mask
+# holds anything but 0 and 1, or the mask holds no response token at all (the given
+# `_response_mask` makes the first three checks). The hidden cases check float32 and float64, masks with empty rows, one token, ties at
 # the quantiles, garbage (NaN, inf) under the mask, large and tiny mismatches, and the errors.
 
 # %% [given] course_lib.mismatch:MODES course_lib.mismatch:AGGREGATES course_lib.mismatch:_response_mask

@@ -30,7 +30,9 @@ What the cases are built to catch:
 - `B1_*` (one row: the three quantiles are its sum), `all_one_mask_*`, `B16_T128_*`: shapes;
 - `long_mask_*`, `float_mask_*`: `d[response_mask]` with a mask that is not bool (it indexes
   rows, or raises); `float64_*`: float64 computed or returned in float32;
-- `error_shapes_differ_*`, `error_empty_mask_*`: the two errors of the contract.
+- `error_shapes_differ_*`, `error_empty_mask_*`, `error_mask_shape_differs_*`,
+  `error_mask_holds_a_2_*`: the errors of the contract (a mask that does not align with the
+  log-probs, or holds anything but 0 and 1, is a ValueError, not an IndexError or a report).
 """
 
 from __future__ import annotations
@@ -104,6 +106,9 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
         ("B16_T128_float32", case(d.spans(16, 128, lengths=(20, 100)), 128)),
         ("error_shapes_differ_3x8_3x9", error((3, 8), (3, 9), torch.ones(3, 8, dtype=torch.bool))),
         ("error_empty_mask_3x8", error((3, 8), (3, 8), torch.zeros(3, 8, dtype=torch.bool))),
+        ("error_mask_shape_differs_3x8_3x9", error((3, 8), (3, 8), torch.ones(3, 9, dtype=torch.bool))),
+        ("error_mask_holds_a_2_3x8", error((3, 8), (3, 8), torch.ones(3, 8, dtype=torch.long).index_put_(
+            (torch.tensor([1]), torch.tensor([2])), torch.tensor(2)))),
     ]
 
 

@@ -127,6 +127,10 @@ CORRECT = {
         def mismatch_report(train_log_probs, rollout_log_probs, response_mask):
             if train_log_probs.shape != rollout_log_probs.shape:
                 raise ValueError(f"train_log_probs {tuple(train_log_probs.shape)} vs rollout_log_probs {tuple(rollout_log_probs.shape)}")
+            if response_mask.shape != train_log_probs.shape:
+                raise ValueError(f"response_mask {tuple(response_mask.shape)} vs log-probs {tuple(train_log_probs.shape)}")
+            if not ((response_mask == 0) | (response_mask == 1)).all():
+                raise ValueError("response_mask must hold 0 and 1 only")
             m = response_mask.bool()
             if not m.any():
                 raise ValueError("response_mask is empty")
@@ -154,8 +158,14 @@ CORRECT = {
         def mismatch_report(train_log_probs, rollout_log_probs, response_mask):
             if train_log_probs.shape != rollout_log_probs.shape:
                 raise ValueError(f"shapes differ: train_log_probs {list(train_log_probs.shape)}, rollout_log_probs {list(rollout_log_probs.shape)}")
+            if list(response_mask.shape) != list(train_log_probs.shape):
+                raise ValueError("response_mask and the log-probs have different shapes")
             dtype = train_log_probs.dtype
             B, T = train_log_probs.shape
+            for b in range(B):
+                for t in range(T):
+                    if float(response_mask[b, t]) not in (0.0, 1.0):
+                        raise ValueError(f"response_mask[{b}, {t}] is {float(response_mask[b, t])}, not 0 or 1")
             d, rows, nonempty = [], [], []
             for b in range(B):
                 total = 0.0
@@ -191,10 +201,17 @@ CORRECT = {
             lo = int(pos)
             hi = min(lo + 1, n - 1)
             return sorted_values[lo] + (pos - lo) * (sorted_values[hi] - sorted_values[lo])
+        def _response_mask(train_log_probs, rollout_log_probs, response_mask):
+            # the notebook's given helper (shapes, (B, T), 0/1), as a student who calls it runs it
+            if train_log_probs.shape != rollout_log_probs.shape or response_mask.shape != train_log_probs.shape:
+                raise ValueError("the shapes differ")
+            if train_log_probs.dim() != 2:
+                raise ValueError("not (B, T)")
+            if not bool(((response_mask == 0) | (response_mask == 1)).all()):
+                raise ValueError("response_mask must hold only 0 and 1")
+            return response_mask.bool()
         def mismatch_report(train_log_probs, rollout_log_probs, response_mask):
-            if train_log_probs.shape != rollout_log_probs.shape:
-                raise ValueError(f"rollout_log_probs has shape {tuple(rollout_log_probs.shape)}, train_log_probs {tuple(train_log_probs.shape)}")
-            m = response_mask != 0
+            m = _response_mask(train_log_probs, rollout_log_probs, response_mask)
             n = int(m.sum())
             if n == 0:
                 raise ValueError("response_mask selects nothing")
@@ -225,7 +242,12 @@ CORRECT = {
                 raise ValueError(f"train_log_probs {tuple(train_log_probs.shape)} != rollout_log_probs {tuple(rollout_log_probs.shape)}")
             train = train_log_probs.detach().double().numpy()
             rollout = rollout_log_probs.detach().double().numpy()
-            m = response_mask.detach().numpy().astype(bool)
+            if tuple(response_mask.shape) != tuple(train_log_probs.shape):
+                raise ValueError("response_mask does not align with the log-probs")
+            raw = response_mask.detach().double().numpy()
+            if not np.isin(raw, (0.0, 1.0)).all():
+                raise ValueError("response_mask holds values other than 0 and 1")
+            m = raw.astype(bool)
             if m.sum() == 0:
                 raise ValueError("empty response_mask")
             diff = np.where(m, train - rollout, 0.0)
@@ -268,6 +290,14 @@ MISTAKES = {
     # a long or float mask indexes rows (or raises) instead of selecting tokens
     "mask_not_made_bool": (edited(INDEXING, ("m = response_mask.bool()", "m = response_mask")),
                            ["long_mask_B4_T30", "float_mask_B4_T30"]),
+    # the mask's values never checked: a 2 is read as a response token
+    "mask_values_not_checked": (edited(INDEXING, ('''            if not ((response_mask == 0) | (response_mask == 1)).all():
+                raise ValueError("response_mask must hold 0 and 1 only")
+''', "")), ["error_mask_holds_a_2_3x8"]),
+    # the mask's shape never checked: boolean indexing raises an IndexError, not a ValueError
+    "mask_shape_not_checked": (edited(INDEXING, ('''            if response_mask.shape != train_log_probs.shape:
+                raise ValueError(f"response_mask {tuple(response_mask.shape)} vs log-probs {tuple(train_log_probs.shape)}")
+''', "")), ["error_mask_shape_differs_3x8_3x9"]),
     # no check of the empty mask: torch.quantile of nothing raises a RuntimeError, not a ValueError
     "empty_mask_not_checked": (edited(INDEXING, ('raise ValueError("response_mask is empty")', "pass")),
                                ["error_empty_mask_3x8"]),
