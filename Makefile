@@ -16,8 +16,8 @@ $(STAMP): requirements-cpu.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-# Two workers (pytest-xdist): 15 minutes (882 s, 1508 tests) on 2 cores in the last fresh-clone run
-# (setup aside; `bash .ci/run` took 1013 s in all). The 15 slowest tests are listed with their times at the end; `pytest -m "not slow" tests`
+# Two workers (pytest-xdist): 15 minutes (917 s, 1510 tests) on 2 cores in the last fresh-clone run
+# (setup aside; `bash .ci/run` took 1055 s in all). The 15 slowest tests are listed with their times at the end; `pytest -m "not slow" tests`
 # leaves out the slow ones.
 test: setup
 	$(PY) -m pytest -n 2 --durations=15 tests
