@@ -70,7 +70,11 @@ DEFAULT_OUT = ROOT / "data" / "experiments" / "mismatch_15.json"
 PARTS = ("atlas", "gradient", "decision", "sequence_sum", "grpo")
 CAP = 2.0
 TIGHT_CAP = 1.05  # a sequence cap that the bfloat16 sampler's ratios cross (CAP never bites on these samplers)
-from course_lib.rollouts.mismatch_atlas import atlas_row, batch_of, full_forward, kv_decode, sample, scored_alone, topp_log_probs  # noqa: E402
+from course_lib.rollouts.mismatch_atlas import (atlas_row, batch_of, full_forward, kv_decode,  # noqa: E402
+                                                sample, scored_alone, topp_log_probs)
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import ppo_11  # noqa: E402  (notebook 11's GRPO settings, the grpo part's)
 
 CORRECTIONS = [("none", None, None), ("token_truncate", "token_truncate", "sum"), ("token_mask", "token_mask", "sum"),
                ("sequence_truncate", "sequence_truncate", "sum"), ("sequence_mask", "sequence_mask", "sum"),
@@ -331,9 +335,8 @@ def sequence_sum(model, tok, prompts, args) -> dict:
 
 
 # ---------------------------------------------------------------- 5. GRPO with a stale sampler
-GRPO_SETTINGS = dict(lr=1e-4, rollout_batch_size=64, group_size=8, train_batch_size=64, gradient_accumulation_steps=2,
-                     loss_type="grpo_clip", use_std_normalization=True, sampling_temperature=1.0, sampling_min_tokens=4,
-                     sampling_max_tokens=100, eval_examples=0)  # notebook 11's (benchmarks/ppo_11.py)
+# notebook 11's GRPO settings, read from its benchmark (one copy: the on-policy arm is its GRPO run)
+GRPO_SETTINGS = {**{k: v for k, v in ppo_11.SETTINGS.items() if k != "eval_max_tokens"}, "eval_examples": 0}
 SYNC_EVERY = 8
 ARMS = {"on-policy": dict(log_mismatch=True),
         "stale, uncorrected": dict(log_mismatch=True),
