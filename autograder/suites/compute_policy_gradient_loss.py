@@ -24,9 +24,6 @@ import torch
 GRADED = "compute_policy_gradient_loss"
 # the three losses are part of the same exercise: calling the course_lib copies does not count
 TRIPWIRE = ["compute_policy_gradient_loss", "compute_naive_policy_gradient_loss", "compute_grpo_clip_loss"]
-# a case stores a short code for a loss_type: the public names are no secret, but a leak check looks
-# for long case strings in the student notebooks, where these names are written
-LOSS_TYPE = {"rwb": "reinforce_with_baseline"}
 
 
 def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
@@ -46,8 +43,7 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
 
     def case(loss_type, B=4, T=7, given=ALL, dtype=torch.float32, expect_error=False):
         t = tensors(B, T, dtype)
-        code = {v: k for k, v in LOSS_TYPE.items()}.get(loss_type, loss_type)
-        return {"loss_type": code, "kwargs": {k: t[k] for k in given},
+        return {"loss_type": loss_type, "kwargs": {k: t[k] for k in given},
                 "policy_log_probs": t["policy_log_probs"], "weights": t["weights"], "expect_error": expect_error}
 
     return [
@@ -77,7 +73,7 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
 def call(fn, inputs: dict) -> dict:
     log_probs = inputs["policy_log_probs"].clone().requires_grad_()
     kwargs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs["kwargs"].items()}
-    loss_type = LOSS_TYPE.get(inputs["loss_type"], inputs["loss_type"])
+    loss_type = inputs["loss_type"]
     if inputs["expect_error"]:
         try:
             fn(log_probs, loss_type, **kwargs)

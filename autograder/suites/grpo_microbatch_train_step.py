@@ -25,9 +25,6 @@ GRADED = "grpo_microbatch_train_step"
 # the step is graded on the student's own loss and masked_mean: calling the course_lib copies does not count
 TRIPWIRE = ["grpo_microbatch_train_step", "compute_policy_gradient_loss", "compute_naive_policy_gradient_loss",
             "compute_grpo_clip_loss", "masked_mean"]
-# a case stores a short code for a loss_type: the public names are no secret, but a leak check looks
-# for long case strings in the student notebooks, where these names are written
-LOSS_TYPE = {"rwb": "reinforce_with_baseline"}
 
 
 def _both_rewards(won: torch.Tensor) -> torch.Tensor:
@@ -71,7 +68,7 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
             })
         return {
             "theta": theta, "micro_batches": micro, "gradient_accumulation_steps": k,
-            "loss_type": {v: c for c, v in LOSS_TYPE.items()}.get(loss_type, loss_type),
+            "loss_type": loss_type,
             "cliprange": cliprange,
             "initial_grad": torch.randn(B, T, generator=gen, dtype=torch.float64).to(dtype) if initial_grad else None,
         }
@@ -100,7 +97,7 @@ def call(fn, inputs: dict) -> dict:
     theta = inputs["theta"].clone().requires_grad_()
     if inputs["initial_grad"] is not None:
         theta.grad = inputs["initial_grad"].clone()
-    k, loss_type = inputs["gradient_accumulation_steps"], LOSS_TYPE.get(inputs["loss_type"], inputs["loss_type"])
+    k, loss_type = inputs["gradient_accumulation_steps"], inputs["loss_type"]
     losses, grads, clip_fractions = [], [], []
     for mb in inputs["micro_batches"]:
         # log-probs <= 0 that depend on the shared parameter: -softplus(scale * theta)

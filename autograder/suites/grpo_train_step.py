@@ -37,9 +37,6 @@ VARIANTS = ["course_lib.training.grpo_update:packed_grpo_train_step",
 ATTENTION = "sdpa"  # float64 end to end (tests/graded/test_grpo_train_step.py checks it)
 TIMEOUT = 240.0
 
-# a case stores a short code for a loss_type: the public names are no secret, but a leak check looks
-# for long case strings in the student notebooks, where these names are written
-LOSS_TYPE = {"rwb": "reinforce_with_baseline"}
 MODEL = dict(vocab_size=48, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
              num_key_value_heads=1, max_position_embeddings=64, tie_word_embeddings=True, pad_token_id=0)
 
@@ -123,8 +120,7 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
         return {
             "model": {"config": dict(MODEL), "seed": seed},
             "rollout_batch": batch,
-            "args": {"loss_type": {v: c for c, v in LOSS_TYPE.items()}.get(loss_type, loss_type),
-                     "train_batch_size": train_batch_size, "gradient_accumulation_steps": k,
+            "args": {"loss_type": loss_type, "train_batch_size": train_batch_size, "gradient_accumulation_steps": k,
                      "epochs_per_rollout_batch": epochs, "cliprange": cliprange, "max_grad_norm": max_grad_norm,
                      "kl_coef": kl_coef},
             "optimizer": {"lr": lr, "betas": (0.9, 0.95), "weight_decay": weight_decay},
@@ -203,9 +199,8 @@ def call(fn, inputs: dict) -> dict:
     if inputs["schedule"] is not None:
         factors = list(inputs["schedule"])
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: factors[min(s, len(factors) - 1)])
-    args = dict(inputs["args"], loss_type=LOSS_TYPE.get(inputs["args"]["loss_type"], inputs["args"]["loss_type"]))
     out = fn(policy, optimizer, inputs["rollout_batch"], scheduler=scheduler, log_probs_fn=get_response_log_probs,
-             train_step_fn=grpo_microbatch_train_step, **args)
+             train_step_fn=grpo_microbatch_train_step, **inputs["args"])
     leftover = any(p.grad is not None and bool(p.grad.any()) for p in model.parameters())
     return {
         "loss": torch.tensor([float(x) for x in out["loss"]], dtype=torch.float64),

@@ -104,8 +104,7 @@ def sgd_update(fn, case: dict, lr: float = 0.5, **overrides):
     """`fn` (a grpo_train_step) on the case's model with plain SGD: the parameters after it, and its output."""
     model = suite.build_model(case["model"]["config"], case["model"]["seed"]).train()
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    args = {**case["args"], "loss_type": suite.LOSS_TYPE.get(case["args"]["loss_type"], case["args"]["loss_type"]),
-            "log_probs_fn": get_response_log_probs, "train_step_fn": grpo_microbatch_train_step, **overrides}
+    args = {**case["args"], "log_probs_fn": get_response_log_probs, "train_step_fn": grpo_microbatch_train_step, **overrides}
     out = fn(model, optimizer, copy.deepcopy(case["rollout_batch"]), **args)
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()]), out, model
 
