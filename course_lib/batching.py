@@ -117,13 +117,11 @@ def continuous_batch_generate(step: DecodeStep, requests: list[dict], batch_size
     which it finishes, and a new request enters a slot by `prefill`, never by `decode`.
 
     Returns:
-        `_report`'s dict (the module docstring): "outputs" (each request's tokens, eos kept, in
-        request order), "steps", "prefills", "slot_steps", "utilization" (0.0 without a decode
-        step), "admitted_at". The requests are left unchanged.
+        `_report`'s dict, the keys `static_batch_generate` returns; the requests are left unchanged.
     Raises:
-        ValueError: batch_size < 1 (`_start` checks the three).
+        ValueError: batch_size < 1.
         ValueError: a request without prompt_ids (none, or an empty list).
-        ValueError: a request whose max_tokens is < 1 (or missing).
+        ValueError: a request whose max_tokens is < 1 (or missing); `_start` checks all three.
     """
     outputs, admitted_at = _start(requests, batch_size)
     running: dict[int, int] = {}  # slot -> the request it holds
