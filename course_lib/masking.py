@@ -20,15 +20,16 @@ def masked_normalize(
         mask: same shape as `tensor` (or broadcastable, e.g. (2, 3, 1) for (2, 3, 4)), bool or
             0/1 of an int or float dtype: 1/True where the entry counts.
         dim: the dimension to sum over; None sums everything to a scalar.
-        normalize_constant: the divisor (a float or an int). A constant, not the token count, so that every token
-            weighs the same whatever the length of its sequence (a per-sequence mean weighs the
-            tokens of a short sequence more: the 1/|o| length bias Dr. GRPO finds in GRPO's loss).
+        normalize_constant: the divisor, a float or an int. A constant, not the token count, so
+            that every token weighs the same whatever the length of its sequence (a per-sequence
+            mean weighs the tokens of a short sequence more: the 1/|o| length bias Dr. GRPO finds
+            in GRPO's loss).
 
     Returns:
         `tensor` summed over `dim` (shape without `dim`; a negative dim counts from the end), or
         a 0-dim tensor when dim is None, in the dtype of `tensor`, differentiable with respect to
-        it. An all-zero mask gives 0. A masked-out entry never reaches the sum, even an
-        inf or a NaN.
+        it. An all-zero mask gives 0. A masked-out entry never reaches the sum, even an inf or
+        a NaN.
     """
     # torch.where, not tensor * mask: a masked-out -inf or NaN (a padding log-prob, say) must
     # not leak into the sum as inf * 0 = NaN.

@@ -40,7 +40,7 @@ def token_level_rewards(scores: torch.Tensor, response_mask: torch.Tensor, kl: t
     or `kl` by intent: rewards are data.
 
     Args:
-        scores: (B,), one per row (broadcast along the rows, also when B == T).
+        scores: (B,), row b's score for row b (never broadcast along T, also when B == T).
         response_mask: (B, T), bool or 0/1 of an int or float dtype; one contiguous run per row.
         kl: (B, T) or None; read only on response positions. kl_coef: its weight; no KL term
             when kl is None, whatever kl_coef is.
