@@ -77,9 +77,17 @@ def static_batch_generate(step: DecodeStep, requests: list[dict], batch_size: in
     Requests b*batch_size .. (b+1)*batch_size - 1 are batch b, request j of a batch in slot j;
     every request of a batch is prefilled at the same decode-step index, then the batch's
     unfinished requests are decoded together until none is left; a finished request is no longer
-    fed (its slot stays idle until the batch is done).
+    fed (its slot stays idle until the batch is done). A request that finishes at its prefill
+    (eos first, or max_tokens 1) is never decoded.
 
-    Returns the report of the module docstring; raises ValueError as it says.
+    Returns:
+        `_report`'s dict (the module docstring): "outputs" (each request's tokens, eos kept, in
+        request order), "steps", "prefills", "slot_steps", "utilization" (0.0 without a decode
+        step), "admitted_at". The requests are left unchanged.
+    Raises:
+        ValueError: batch_size < 1 (`_start` checks the three).
+        ValueError: a request without prompt_ids (none, or an empty list).
+        ValueError: a request whose max_tokens is < 1 (or missing).
     """
     outputs, admitted_at = _start(requests, batch_size)
     steps = slot_steps = 0
@@ -106,9 +114,14 @@ def continuous_batch_generate(step: DecodeStep, requests: list[dict], batch_size
     takes the next waiting request, in request order (prefilled at that decode-step index; one
     that finishes at its prefill, with eos first or max_tokens = 1, frees its slot for the next
     at once); each decode step feeds every busy slot; a request leaves its slot in the step in
-    which it finishes.
+    which it finishes, and a new request enters a slot by `prefill`, never by `decode`.
 
-    Returns the report of the module docstring; raises ValueError as it says.
+    Returns:
+        `_report`'s dict, the keys `static_batch_generate` returns; the requests are left unchanged.
+    Raises:
+        ValueError: batch_size < 1.
+        ValueError: a request without prompt_ids (none, or an empty list).
+        ValueError: a request whose max_tokens is < 1 (or missing); `_start` checks all three.
     """
     outputs, admitted_at = _start(requests, batch_size)
     running: dict[int, int] = {}  # slot -> the request it holds

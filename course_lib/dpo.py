@@ -34,11 +34,16 @@ def sequence_log_probs(model: torch.nn.Module, input_ids: torch.Tensor, labels: 
     Args:
         model: a causal LM whose forward returns `.logits` (B, T, V).
         input_ids, labels: (B, T) as `tokenize_prompt_and_output` makes them (labels shifted by one).
-        response_mask: (B, T), 1 on the response tokens' label positions; prompt and padding 0.
+        response_mask: (B, T), 1 on the response tokens' label positions; prompt and padding 0
+            (their log-probs never count, however low); bool or 0/1 of an int or float dtype.
         average: divide each row's sum by its number of response tokens (a length-normalised
             score, as SimPO and some DPO variants use; DPO itself uses the sum).
     Returns:
-        (B,) float32 at least, differentiable with respect to the model's parameters.
+        (B,) float32 at least (float64 for a float64 model), differentiable with respect to the
+        model's parameters.
+    Raises:
+        ValueError: response_mask of another shape than labels (also one torch would broadcast).
+        ValueError: a row with no response token.
     """
     if response_mask.shape != labels.shape:
         raise ValueError(f"response_mask has shape {tuple(response_mask.shape)}, labels {tuple(labels.shape)}")
@@ -61,12 +66,18 @@ def dpo_loss(policy_chosen_log_probs: torch.Tensor, policy_rejected_log_probs: t
         loss = mean_b -logsigmoid(chosen_rewards - rejected_rewards)
 
     logsigmoid, never log(sigmoid(x)): sigmoid(-800) is 0 in float32, and its log -inf, while
-    logsigmoid(-800) = -800 exactly. The reference terms are data: no gradient reaches them.
+    logsigmoid(-800) = -800 exactly. The reference terms are data: no gradient reaches them, also
+    when they require one. The loss is differentiable with respect to both policy inputs, in
+    their dtype.
 
     Returns:
         (loss, metadata): loss a 0-dim tensor; metadata "chosen_rewards", "rejected_rewards"
         ((B,), detached), "reward_margin" (their mean difference) and "reward_accuracy" (the
         fraction of pairs with chosen_rewards > rejected_rewards, strictly: a tie is no win).
+    Raises:
+        ValueError: the four inputs not (B,) tensors of one shape (a (B, 1) input, a reference of
+            another length, even one of length 1 that torch would broadcast).
+        ValueError: beta <= 0.
     """
     named = {"policy_chosen_log_probs": policy_chosen_log_probs, "policy_rejected_log_probs": policy_rejected_log_probs,
              "ref_chosen_log_probs": ref_chosen_log_probs, "ref_rejected_log_probs": ref_rejected_log_probs}
@@ -93,10 +104,18 @@ def compute_per_instance_dpo_loss(lm: torch.nn.Module, lm_ref: torch.nn.Module, 
     follows it with the tokenizer's eos token appended (the end of a response is part of what
     is preferred). The policy `lm` is scored with gradients on its own device; the frozen
     reference `lm_ref` (every parameter requires_grad False) without gradients on *its* device,
-    its log-probs moved to the policy's.
+    its log-probs moved to the policy's; it gets no gradient and is left unchanged. The two rows
+    are padded to one length: padding never counts, and each response's log-prob is the sum over
+    its tokens (eos included), not the mean.
 
     Returns:
-        a 0-dim tensor: dpo_loss of the pair's four summed sequence log-probs.
+        a 0-dim tensor: dpo_loss of the pair's four summed sequence log-probs, differentiable with
+        respect to the policy's parameters.
+    Raises:
+        ValueError: lm_ref with a parameter that requires gradients.
+        ValueError: a tokenizer without an eos token.
+        ValueError: an empty response (chosen or rejected).
+        ValueError: identical chosen and rejected responses.
     """
     if any(p.requires_grad for p in lm_ref.parameters()):
         raise ValueError("lm_ref requires gradients: freeze the reference (lm_ref.requires_grad_(False))")

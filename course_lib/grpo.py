@@ -48,6 +48,9 @@ def compute_group_normalized_rewards(
         order), and metadata: batch statistics as floats (mean, std, max and min reward, format
         and answer reward, and "zero_std_group_fraction", the share of groups whose rewards are
         all equal).
+    Raises:
+        ValueError: a different number of responses and ground truths.
+        ValueError: group_size < 1, or one that does not divide N.
     """
     n = len(rollout_responses)
     if len(repeated_ground_truths) != n:
@@ -98,10 +101,14 @@ def compute_naive_policy_gradient_loss(
     """REINFORCE's per-token loss: -A * log pi(o_t).
 
     Args:
-        raw_rewards_or_advantages: (B, 1), one scalar per response (a (B,) tensor is read as (B, 1)).
+        raw_rewards_or_advantages: (B, 1), one scalar per response (a (B,) tensor is read as (B, 1),
+            never broadcast along T, also when B == T).
         policy_log_probs: (B, T).
     Returns:
-        (B, T) per-token loss; its gradient is -A * grad log pi.
+        (B, T) per-token loss in the inputs' dtype; its gradient with respect to policy_log_probs
+        is -A.
+    Raises:
+        ValueError: raw_rewards_or_advantages of a shape other than (B, 1) or (B,).
     """
     return -_as_column(raw_rewards_or_advantages, "raw_rewards_or_advantages") * policy_log_probs
 
@@ -117,12 +124,19 @@ def compute_grpo_clip_loss(
         ratio = pi(o_t) / pi_old(o_t) = exp(log pi - log pi_old)
         loss  = -min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A)
 
+    The ratio is the exp of the difference (exp(log pi) / exp(log pi_old) is 0 / 0 for log-probs
+    near -100 in float32); A may be positive, negative or 0.
+
     Args:
-        advantages: (B, 1) (a (B,) tensor is read as (B, 1)); policy_log_probs, old_log_probs:
-            (B, T); cliprange: eps.
+        advantages: (B, 1) (a (B,) tensor is read as (B, 1), never broadcast along T, also when
+            B == T); policy_log_probs, old_log_probs: (B, T); cliprange: eps.
     Returns:
-        (B, T) loss, and {"clipped": (B, T) bool, True where the clipped term is strictly the
-        smaller one (there the gradient is 0), "ratio": (B, T) detached}.
+        (B, T) loss in the inputs' dtype, differentiable with respect to policy_log_probs, and
+        {"clipped": (B, T) bool, True where the clipped term is strictly the smaller one (there
+        the gradient is 0; for A > 0 a ratio below 1 - eps is not clipped, for A < 0 one above
+        1 + eps is not), "ratio": (B, T) detached}.
+    Raises:
+        ValueError: advantages of a shape other than (B, 1) or (B,).
     """
     adv = _as_column(advantages, "advantages")
     ratio = torch.exp(policy_log_probs - old_log_probs)
@@ -146,9 +160,12 @@ def compute_policy_gradient_loss(
     - "reinforce_with_baseline": -advantages * log pi (needs advantages (B, 1))
     - "grpo_clip": clipped surrogate                 (needs advantages, old_log_probs, cliprange)
 
-    Arguments the loss does not need are ignored. Raises ValueError for any other loss_type and
-    when an argument the loss needs is None. Metadata: {} for the first two, the clip loss's for
-    "grpo_clip".
+    Arguments the loss does not need are ignored (they may be None or given). Metadata: {} for
+    the first two, the clip loss's for "grpo_clip".
+
+    Raises:
+        ValueError: any other loss_type (names are case-sensitive: "GRPO_clip" is unknown).
+        ValueError: an argument the loss needs is None (never a TypeError from None * tensor).
     """
 
     def need(**args):
@@ -182,12 +199,20 @@ def grpo_microbatch_train_step(
 
         loss = mean_b [ masked_mean_t(per_token_loss[b], mask[b]) ] / gradient_accumulation_steps
 
-    Args: as `compute_policy_gradient_loss`, plus response_mask (B, T) and the number of
-    micro-batches per optimizer step.
+    Each sequence's mean over its own response tokens first, then the mean over sequences (not
+    one mean over all the micro-batch's tokens). `loss.backward()` adds to `.grad` (never zeroes
+    or overwrites it), so the gradients of the k micro-batches accumulate.
+
+    Args: as `compute_policy_gradient_loss`, plus response_mask (B, T) (bool or 0/1 of an int
+    or float dtype) and the number of micro-batches per optimizer step.
     Returns:
-        (loss, metadata): the scaled scalar loss that was backpropagated, and the loss's
-        metadata (for grpo_clip: "clipped", "ratio") plus, for grpo_clip, "clip_fraction": the
-        fraction of response tokens (mask 1) whose clipped term is the smaller one.
+        (loss, metadata): the scaled scalar loss that was backpropagated (a detached 0-dim
+        tensor), and the loss's metadata (for grpo_clip: "clipped", "ratio") plus, for grpo_clip,
+        "clip_fraction": the fraction of response tokens (mask 1) whose clipped term is the
+        smaller one (a 0-dim float32 tensor).
+    Raises:
+        ValueError: an unknown loss_type, or one without an argument it needs (as
+            `compute_policy_gradient_loss`).
     """
     per_token, metadata = compute_policy_gradient_loss(
         policy_log_probs, loss_type, raw_rewards, advantages, old_log_probs, cliprange
@@ -275,6 +300,9 @@ def grpo_train_step(
          "grad_norm": [per optimizer step: the norm before clipping],
          "token_entropy": [per micro-batch: mean entropy of its response tokens],
          "clip_fraction": [per micro-batch, grpo_clip only], "kl": [per micro-batch: its mean k3, kl_coef > 0 only]}
+    Raises:
+        ValueError: N not a multiple of train_batch_size, or train_batch_size not one of k.
+        ValueError: kl_coef > 0 without rollout_batch["ref_log_probs"].
     """
     n, k = len(rollout_batch["advantages"]), gradient_accumulation_steps
     _check_rollout_batch(n, train_batch_size, k, kl_coef, rollout_batch)

@@ -97,7 +97,13 @@ def load_problems(source: str, split: str) -> list[dict]:
 def extract_gsm8k_answer(answer_text: str) -> str:
     """The final answer after the last `####`, with thousands commas removed: "...\\n#### 1,080" -> "1080".
 
-    Raises ValueError when there is no `####` followed by an answer."""
+    The answer is all the text after the last `####` (numbers before it, calculator notes
+    included, do not count), without the spaces, tabs and newlines around it; every comma goes
+    ("1,234,567" -> "1234567"), a sign and a decimal point stay ("-7", "2.25").
+
+    Raises:
+        ValueError: no `####` followed by an answer.
+    """
     match = _FINAL_ANSWER.search(answer_text)
     if match is None:
         raise ValueError(f"no '#### N' final answer in {answer_text[-80:]!r}")
@@ -116,10 +122,23 @@ def format_r1_zero_prompt(question: str, template: str | None = None) -> str:
 def gsm8k_to_r1_zero(example: dict, template: str | None = None) -> dict:
     """Turn a {"question", "answer"} record into r1_zero `prompt`, `output` and `ground_truth`.
 
-    The reasoning before the last `####` stays the thinking (calculator notes included); the `#### N` line
-    becomes `</think> <answer> N </answer>`, so `prompt + output` reads exactly like the example
-    inside the prompt: "<think> reasoning </think> <answer> N </answer>". The output starts with a
-    space because the prompt ends with "<think>" and the two are tokenized separately.
+        prompt       = format_r1_zero_prompt(question, template)    the question as it is, not stripped
+        ground_truth = extract_gsm8k_answer(answer)                 "#### 1,080" -> "1080"
+        output       = " " + reasoning + " </think> <answer> " + ground_truth + " </answer>"
+
+    The reasoning is the answer text before the last `####` (calculator notes and any earlier
+    `####` line included), stripped of surrounding whitespace: it stays the thinking, so
+    `prompt + output` reads exactly like the example inside the prompt: "<think> reasoning
+    </think> <answer> N </answer>". The output starts with a space because the prompt ends with
+    "<think>" and the two are tokenized separately.
+
+    Args:
+        example: {"question", "answer"}, the answer ending in a `#### N` line.
+        template: a prompt with a "{question}" slot; None: the course's r1_zero prompt.
+    Returns:
+        {"prompt", "output", "ground_truth"}, three strings.
+    Raises:
+        ValueError: an answer without `#### N`.
     """
     answer_text = example["answer"]
     cut = answer_text.rfind("####")

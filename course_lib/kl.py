@@ -27,8 +27,12 @@ import torch
 def kl_k1(policy_log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
     """Per-token k1 = -log r = log pi - log pi_ref, with r = pi_ref / pi; shapes (...) -> (...), kept.
 
-    Unbiased for KL(pi || pi_ref) over tokens sampled from pi; takes negative values. Differentiable
-    with respect to both inputs. Raises ValueError when the two shapes differ.
+    Unbiased for KL(pi || pi_ref) over tokens sampled from pi; takes negative values. From the
+    log-probs, never through exp (exp(-110) underflows in float32), for any shape (empty too), in
+    the inputs' dtype; differentiable with respect to both inputs, which are left unchanged.
+
+    Raises:
+        ValueError: the two shapes differ.
     """
     if policy_log_probs.shape != ref_log_probs.shape:
         raise ValueError(f"ref_log_probs has shape {tuple(ref_log_probs.shape)} and policy_log_probs "
@@ -40,7 +44,11 @@ def kl_k2(policy_log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.
     """Per-token k2 = (log r)^2 / 2, with log r = log pi_ref - log pi; shapes (...) -> (...), kept.
 
     Biased for KL(pi || pi_ref) (its mean is exact to second order in log r), low variance, >= 0.
-    Raises ValueError when the two shapes differ.
+    From the log-probs, never through exp, for any shape (empty too), in the inputs' dtype;
+    differentiable with respect to both inputs, which are left unchanged.
+
+    Raises:
+        ValueError: the two shapes differ.
     """
     if policy_log_probs.shape != ref_log_probs.shape:
         raise ValueError(f"ref_log_probs has shape {tuple(ref_log_probs.shape)} and policy_log_probs "
@@ -54,8 +62,12 @@ def kl_k3(policy_log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.
 
     Unbiased for KL(pi || pi_ref) over tokens sampled from pi, low variance, >= 0. Computed as
     expm1(log r) - log r: near r = 1 the value is about (log r)^2 / 2, which exp(log r) - 1 - log r
-    loses to the rounding of exp near 1; finite for |log r| <= 20 (float32 and float64).
-    Raises ValueError when the two shapes differ.
+    loses to the rounding of exp near 1; finite for |log r| <= 20 (float32 and float64), log r
+    never clamped. For any shape (empty too), in the inputs' dtype; differentiable with respect to
+    both inputs, which are left unchanged.
+
+    Raises:
+        ValueError: the two shapes differ.
     """
     if policy_log_probs.shape != ref_log_probs.shape:
         raise ValueError(f"ref_log_probs has shape {tuple(ref_log_probs.shape)} and policy_log_probs "
@@ -69,10 +81,15 @@ def approx_kl(policy_log_probs: torch.Tensor, old_log_probs: torch.Tensor, respo
 
         approx_kl = sum(0.5 * (log pi - log pi_old)^2 * mask) / max(mask.sum(), 1)
 
-    policy_log_probs, old_log_probs, response_mask: (...) of one shape (typically (B, T)); the mask
-    holds only 0 and 1 (bool, integer or floating). Every response token weighs the same, whatever
-    its row's length; an all-zero mask gives 0. Raises ValueError for shapes that differ or a mask
-    that is not 0/1.
+    policy_log_probs, old_log_probs, response_mask: (...) of one shape (typically (B, T); 1-d and
+    3-d too); the mask holds only 0 and 1 (bool, integer or floating). Every response token weighs
+    the same, whatever its row's length (a row without response tokens adds nothing); masked-out
+    positions never count (their finite values, however large); an all-zero mask gives 0. A
+    0-dim tensor in the log-probs' dtype, differentiable with respect to both log-prob inputs.
+
+    Raises:
+        ValueError: shapes that differ.
+        ValueError: a mask that holds anything but 0 and 1.
     """
     if old_log_probs.shape != policy_log_probs.shape:
         raise ValueError(f"old_log_probs has shape {tuple(old_log_probs.shape)} and policy_log_probs "
@@ -93,8 +110,12 @@ def exact_kl(policy_logits: torch.Tensor, ref_logits: torch.Tensor) -> torch.Ten
         KL = sum_v pi_v * (log pi_v - log pi_ref_v)
 
     From log_softmax, so that logits of magnitude 1e4 stay exact in float32 (a softmax that
-    underflows to 0 would give 0 * log 0 = NaN). Differentiable with respect to both logits.
-    Raises ValueError when the two shapes differ.
+    underflows to 0 would give 0 * log 0 = NaN); 0 where the two logits are equal. Any leading
+    shape (none, or an empty batch, too), in the logits' dtype; differentiable with respect to
+    both logits, which are left unchanged.
+
+    Raises:
+        ValueError: the two shapes differ.
     """
     if policy_logits.shape != ref_logits.shape:
         raise ValueError(f"ref_logits has shape {tuple(ref_logits.shape)} and policy_logits "

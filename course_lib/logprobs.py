@@ -34,9 +34,11 @@ def compute_entropy(logits: torch.Tensor) -> torch.Tensor:
     log_softmax stays finite and exp(log p) * log p is exactly 0 there.
 
     Args:
-        logits: (..., V), any float dtype (computed in float32 at least).
+        logits: (..., V), any leading shape (none: a (V,) vector gives a 0-dim entropy; an empty
+            batch gives an empty result), any float dtype; left unchanged (no in-place op).
     Returns:
-        (...,) entropies in nats.
+        (...,) entropies in nats, computed and returned in float32 for bfloat16, float16 and
+        float32 logits, in float64 for float64 ones.
     """
     log_p = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
     return -(log_p.exp() * log_p).sum(dim=-1)
@@ -76,10 +78,16 @@ class _SelectedLogProb(torch.autograd.Function):
 def log_probs_from_logits(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """log softmax(logits)[label] for every position, with no extra (B, T, V) tensor.
 
+    Through `_SelectedLogProb`, `_row_chunks(N, V)` rows at a time (the chunk size read from the
+    module's `CHUNK_ELEMENTS` at each call): what autograd keeps for backward besides the logits
+    is the labels and (B*T,) log-normalisers, no softmax and no float32 copy of the logits.
+
     Args:
-        logits: (B, T, V); labels: (B, T) token ids.
+        logits: (B, T, V), any float dtype (B, T or V may be 1); left unchanged.
+        labels: (B, T) token ids in [0, V).
     Returns:
-        (B, T) log-probabilities (float32 at least), differentiable w.r.t. the logits.
+        (B, T) log-probabilities, float32 for bfloat16, float16 and float32 logits, float64 for
+        float64 ones; differentiable w.r.t. the logits (their gradient in the logits' dtype).
     """
     batch, seq, vocab = logits.shape
     flat = _SelectedLogProb.apply(logits.reshape(batch * seq, vocab), labels.reshape(-1))
@@ -113,7 +121,10 @@ def get_response_log_probs(
 
     Returns:
         {"log_probs": (B, T), "token_entropy": (B, T) or None}, unmasked: prompt and padding
-        positions are included; mask them with `response_mask`.
+        positions are included; mask them with `response_mask`. Both in float32 at least
+        (float64 for a float64 model), computed by `log_probs_from_logits` and
+        `entropy_from_logits`; the log-probs carry the gradient to the model's parameters, the
+        entropy none (None when return_token_entropy is False).
     """
     logits = model(input_ids).logits
     return {

@@ -17,15 +17,19 @@ def masked_normalize(
 
     Args:
         tensor: any shape, e.g. (B, T) per-token losses.
-        mask: same shape as `tensor` (or broadcastable), 1/True where the entry counts.
+        mask: same shape as `tensor` (or broadcastable, e.g. (2, 3, 1) for (2, 3, 4)), bool or
+            0/1 of an int or float dtype: 1/True where the entry counts.
         dim: the dimension to sum over; None sums everything to a scalar.
-        normalize_constant: the divisor. A constant, not the token count, so that every token
-            weighs the same whatever the length of its sequence (a per-sequence mean weighs the
-            tokens of a short sequence more: the 1/|o| length bias Dr. GRPO finds in GRPO's loss).
+        normalize_constant: the divisor, a float or an int. A constant, not the token count, so
+            that every token weighs the same whatever the length of its sequence (a per-sequence
+            mean weighs the tokens of a short sequence more: the 1/|o| length bias Dr. GRPO finds
+            in GRPO's loss).
 
     Returns:
-        `tensor` summed over `dim` (shape without `dim`), or a 0-dim tensor when dim is None.
-        An all-zero mask gives 0.
+        `tensor` summed over `dim` (shape without `dim`; a negative dim counts from the end), or
+        a 0-dim tensor when dim is None, in the dtype of `tensor`, differentiable with respect to
+        it. An all-zero mask gives 0. A masked-out entry never reaches the sum, even an inf or
+        a NaN.
     """
     # torch.where, not tensor * mask: a masked-out -inf or NaN (a padding log-prob, say) must
     # not leak into the sum as inf * 0 = NaN.
@@ -46,8 +50,10 @@ def masked_mean(tensor: torch.Tensor, mask: torch.Tensor, dim: int | None = None
 
     Returns:
         `tensor` averaged over `dim` (shape without `dim`), or a 0-dim tensor when dim is None, in
-        the dtype of `tensor`. An all-zero mask along `dim` gives 0/0 = NaN there, on purpose: a
-        mean of nothing is undefined, and a silent 0 would hide an empty response.
+        the dtype of `tensor`, differentiable with respect to it. An all-zero mask along `dim`
+        gives 0/0 = NaN there, and only there, on purpose: a mean of nothing is undefined, and a
+        silent 0 would hide an empty response. A masked-out entry never reaches the mean, even
+        an inf or a NaN.
     """
     kept = torch.where(mask.bool(), tensor, 0.0)  # where, not *: see masked_normalize
     count = mask.to(kept.dtype)

@@ -57,9 +57,14 @@ def mismatch_report(train_log_probs: torch.Tensor, rollout_log_probs: torch.Tens
         seq_quantiles = quantile(seq_log_ratio, (0.05, 0.5, 0.95)) over the rows that have a
                   response token (a row without one has no sequence to compare)   (3,)
 
-    Each is a 0-dim tensor (but the two shapes said) of the log-probs' (promoted) dtype.
-    Raises ValueError for shapes that differ (naming both), a mask that is not 0/1, and a mask
-    without a response token.
+    Each is a 0-dim tensor (but the two shapes said) of the log-probs' (promoted) dtype; the
+    inputs are left unchanged.
+
+    Raises:
+        ValueError: log-probs of two shapes (the message names both), or not (B, T).
+        ValueError: a response_mask of another shape than the log-probs.
+        ValueError: a mask that holds anything but 0 and 1.
+        ValueError: a mask without a response token.
     """
     m = _response_mask(train_log_probs, rollout_log_probs, response_mask)
     if not bool(m.any()):
@@ -96,8 +101,14 @@ def sampler_log_probs(logits: torch.Tensor, tokens: torch.Tensor, temperature: f
 
     Top-k before top-p, as vLLM applies them. The kept set is undefined where logits tie at the
     k-th place or a cumulative probability equals top_p within rounding (no hidden case has
-    either). Raises ValueError for temperature <= 0, top_k < 0 or > V, top_p outside (0, 1], and
-    tokens whose shape is not logits.shape[:-1].
+    either). Any leading shape ((V,) logits and 0-dim tokens too), in the logits' dtype; the
+    inputs are left unchanged.
+
+    Raises:
+        ValueError: temperature <= 0.
+        ValueError: top_k < 0 or > V.
+        ValueError: top_p outside (0, 1].
+        ValueError: tokens whose shape is not logits.shape[:-1].
     """
     V = logits.shape[-1]
     if not temperature > 0:
@@ -135,8 +146,15 @@ def importance_weights(train_log_probs: torch.Tensor, rollout_log_probs: torch.T
     and w = 0 where response_mask is 0 (positions there are never read). The log-ratio is summed in
     the inputs' dtype and exponentiated after: a sum that overflows exp gives cap (truncate) or 0
     (mask), never inf or NaN. The weights are constants of the loss: the result is detached (no
-    gradient flows into either log-prob). `aggregate` matters for the sequence modes only.
-    Raises ValueError for an unknown mode or aggregate, cap <= 0, and shapes that differ.
+    gradient flows into either log-prob). `aggregate` matters for the sequence modes only. The
+    mask is bool or 0/1 of an int or float dtype; the result is in the log-probs' dtype, and the
+    inputs are left unchanged.
+
+    Raises:
+        ValueError: an unknown mode.
+        ValueError: an unknown aggregate.
+        ValueError: cap <= 0.
+        ValueError: shapes that differ (all three are (B, T)), or a mask that holds anything but 0 and 1.
     """
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
@@ -177,8 +195,11 @@ def corrected_grpo_loss(advantages: torch.Tensor, policy_log_probs: torch.Tensor
     never read in rollout_log_probs. The gradient flows into policy_log_probs (and old_log_probs
     through the ratio), never through w. Metadata: "weights" w (B, T); "kept_fraction" =
     kept.sum() / response_mask.sum() (0 for an empty mask); "clip_fraction": the fraction of kept
-    tokens whose clipped term is strictly the smaller one (0 when none is kept). Raises ValueError
-    as importance_weights does, and for policy_log_probs of another shape than old_log_probs.
+    tokens whose clipped term is strictly the smaller one (0 when none is kept).
+
+    Raises:
+        ValueError: what importance_weights refuses (mode, aggregate, cap, shapes, mask).
+        ValueError: policy_log_probs of another shape than old_log_probs.
     """
     if policy_log_probs.shape != old_log_probs.shape:
         raise ValueError(f"policy_log_probs has shape {tuple(policy_log_probs.shape)} and old_log_probs "

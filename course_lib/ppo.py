@@ -38,6 +38,17 @@ def token_level_rewards(scores: torch.Tensor, response_mask: torch.Tensor, kl: t
     The last position is found from `response_mask`, never from token ids (a pad id equal to the
     eos id would move it). A row with no response token is all 0. Not differentiable in `scores`
     or `kl` by intent: rewards are data.
+
+    Args:
+        scores: (B,), row b's score for row b (never broadcast along T, also when B == T).
+        response_mask: (B, T), bool or 0/1 of an int or float dtype; one contiguous run per row.
+        kl: (B, T) or None; read only on response positions. kl_coef: its weight; no KL term
+            when kl is None, whatever kl_coef is.
+    Returns:
+        (B, T) rewards in the dtype of scores promoted with kl's; the inputs are left unchanged.
+    Raises:
+        ValueError: scores not of shape (B,).
+        ValueError: kl of another shape than response_mask.
     """
     if scores.dim() != 1 or scores.shape[0] != response_mask.shape[0]:
         raise ValueError(f"scores must have shape ({response_mask.shape[0]},), got {tuple(scores.shape)}")
@@ -64,7 +75,15 @@ def compute_gae(rewards: torch.Tensor, values: torch.Tensor, response_mask: torc
 
     The recursion runs backward over the positions where `response_mask` is 1; rewards and values
     elsewhere are never read, and advantages and returns are 0 there. lam = 0 gives the TD residual
-    delta_t; gamma = lam = 1 the Monte Carlo return (sum of rewards to the end) minus V_t.
+    delta_t; gamma = lam = 1 the Monte Carlo return (sum of rewards to the end) minus V_t. Each row
+    is its own sequence (no discount carried across rows); a row without response tokens is 0.
+
+    The mask is bool or 0/1 of an int or float dtype, one contiguous run per row. Both outputs
+    are in the dtype of rewards promoted with values', without gradient; the inputs are left
+    unchanged.
+
+    Raises:
+        ValueError: rewards or values of another shape than response_mask.
     """
     _check_same_shape(response_mask, rewards=rewards, values=values)
     mask = response_mask.bool()
@@ -89,8 +108,15 @@ def masked_whiten(values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = T
     """(x - mean) / sqrt(var + 1e-8) over the masked entries; any shape -> the same shape, 0 where mask is 0.
 
     mean and the unbiased variance (divided by n - 1) are taken over the entries where `mask` is 1
-    only; shift_mean=False adds the mean back (the scale changes, the mean stays). Raises
-    ValueError when fewer than two entries are masked in (the unbiased variance is undefined).
+    only, over the whole tensor (not per row), with a two-pass variance (E[x^2] - E[x]^2 cancels
+    in float32); shift_mean=False adds the mean back (the scale changes, the mean stays). A
+    constant under the mask has variance 0: the 1e-8 keeps the result finite (no NaN). The mask
+    is bool or 0/1 of an int or float dtype; the result is in the values' dtype, and the values
+    are left unchanged.
+
+    Raises:
+        ValueError: values of another shape than mask.
+        ValueError: fewer than two entries masked in (the unbiased variance is undefined).
     """
     _check_same_shape(mask, values=values)
     keep = mask.bool()
@@ -113,6 +139,12 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
 
     The clip keeps an update from moving V far from the values the rollout was scored with (V_old)
     when that would lower the loss; the max makes it a pessimistic bound, as the actor's clip is.
+    One mean over every response token of the batch (not a mean of per-row means); the mask is
+    bool or 0/1 of an int or float dtype. A 0-dim tensor in the values' dtype, differentiable
+    with respect to `values` (0 on a token whose clipped term is the larger).
+
+    Raises:
+        ValueError: values, old_values or returns of another shape than response_mask.
     """
     _check_same_shape(response_mask, values=values, old_values=old_values, returns=returns)
     # clamp V itself, not V_old + clamp(V - V_old): that sum is not exactly V in float32 when the clip is off
@@ -132,10 +164,15 @@ def ppo_microbatch_train_step(
         loss        = (policy_loss + vf_coef * value_loss) / gradient_accumulation_steps
 
     The actor's loss is aggregated as 07's micro-batch step does (per response, then over the
-    batch), so that PPO and GRPO differ in the advantages alone. Returns the scaled loss that was
-    backpropagated and {"policy_loss", "value_loss", "clip_fraction" (response tokens whose clipped
-    term is the smaller), "value_clip_fraction" (response tokens whose clipped value term is the
-    larger)}, all detached.
+    batch), so that PPO and GRPO differ in the advantages alone; the value loss is `value_loss`
+    (one mean over every response token). `loss.backward()` adds to the actor's and the critic's
+    `.grad` (never replaces it), so k micro-batches accumulate. Returns the scaled loss that was
+    backpropagated (a detached 0-dim tensor) and {"policy_loss", "value_loss" (both unscaled),
+    "clip_fraction" (response tokens whose clipped term is the smaller), "value_clip_fraction"
+    (response tokens whose clipped value term is strictly the larger)}, all detached.
+
+    Raises:
+        ValueError: any (B, T) input of another shape than response_mask.
     """
     _check_same_shape(response_mask, policy_log_probs=policy_log_probs, values=values, advantages=advantages,
                       old_log_probs=old_log_probs, old_values=old_values, returns=returns)

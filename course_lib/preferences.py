@@ -24,10 +24,16 @@ def on_policy_pairs(reward_fn: Callable[[str, str], dict], prompts: list[str], r
     ground truth. A response is correct when reward_fn(response, ground_truth)["reward"] == 1.0,
     wrong otherwise. In each group, in order of appearance and counting a repeated text once, the
     k-th distinct correct response is paired with the k-th distinct wrong one, for
-    k < max_pairs_per_group; a group with no correct or no wrong response gives no pair.
+    k < max_pairs_per_group; a group with no correct or no wrong response gives no pair (so
+    group_size 1 gives none). A text counts once within its group only; pairs never cross groups.
 
     Returns:
-        pairs in group order: {"prompt", "chosen", "rejected", "ground_truth"}.
+        pairs in group order: {"prompt", "chosen", "rejected", "ground_truth"} (the group's).
+    Raises:
+        ValueError: prompts, responses and ground_truths of different lengths.
+        ValueError: group_size < 1, or one that does not divide their length.
+        ValueError: max_pairs_per_group < 1.
+        ValueError: a group with different prompts or different ground truths.
     """
     n = len(responses)
     if len(prompts) != n or len(ground_truths) != n:
@@ -61,11 +67,17 @@ def off_policy_pairs(examples: list[dict]) -> list[dict]:
 
     For an r1_zero record {"prompt", "output", "ground_truth"} whose ground truth is an integer
     n: chosen = the output; rejected = the output with the text inside its last
-    "<answer> ... </answer>" block replaced by " {n + 1} ". The reasoning is left as it is, so
-    the pair differs in the answer alone.
+    "<answer> ... </answer>" block replaced by " {n + 1} " (whatever spacing or text the block
+    held), the text before and after it kept. The reasoning is left as it is, so the pair differs
+    in the answer alone.
 
     Returns:
-        one pair per example, in order: {"prompt", "chosen", "rejected", "ground_truth"}.
+        one pair per example, in order: {"prompt", "chosen", "rejected", "ground_truth"} (the
+        ground truth stripped; no other field is copied).
+    Raises:
+        ValueError: a record that lacks a field (prompt, output or ground_truth).
+        ValueError: a ground truth that is not an integer (3.5 is not rounded).
+        ValueError: an output without a closed <answer> ... </answer> block.
     """
     pairs = []
     for i, ex in enumerate(examples):

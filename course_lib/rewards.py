@@ -131,8 +131,9 @@ def evaluate(
          "format_reward", "answer_reward", "reward": the means over the N examples (Python floats)}
 
     Raises:
-        ValueError: no prompts, a different number of prompts and ground truths, or
-            sampling_params.n != 1.
+        ValueError: a different number of prompts and ground truths.
+        ValueError: no prompts.
+        ValueError: sampling_params.n != 1.
     """
     if len(prompts) != len(ground_truths):
         raise ValueError(f"got {len(prompts)} prompts but {len(ground_truths)} ground truths")

@@ -23,9 +23,15 @@ def rollouts_from_completion(reply: dict, eos_token_id: int) -> list[dict]:
     the sample is dropped together with its log-prob (the trainer scores the text, which holds no
     eos); any finish other than "length" is "stop".
 
-    ValueError: a reply without "choices", a choice without log-probs (the request lacked
-    "logprobs"), a token not written "token_id:N" (it lacked "return_tokens_as_token_ids"), tokens
-    and log-probs of different lengths, two choices with one index.
+    Only a last token that is the eos is dropped (an eos inside a sample stays; a sample of the
+    eos alone becomes empty).
+
+    Raises:
+        ValueError: a reply without a `choices` list.
+        ValueError: a choice without log-probs (the request lacked `"logprobs"`).
+        ValueError: a token not written `token_id:N` (the request lacked `"return_tokens_as_token_ids"`).
+        ValueError: tokens and log-probs of different lengths.
+        ValueError: two choices with one index.
     """
     if not isinstance(reply, dict) or not isinstance(reply.get("choices"), list):
         raise ValueError("reply: no 'choices' list (is it a /v1/completions reply?)")

@@ -25,17 +25,22 @@ def sft_microbatch_train_step(
         loss = mean_b [ sum_t -log p[b, t] * mask[b, t] / normalize_constant ] / gradient_accumulation_steps
 
     Dividing by `gradient_accumulation_steps` makes the gradients of the micro-batches *add up*
-    (in `.grad`, never overwritten) to the gradient of the mean over the whole batch.
+    (in `.grad`, never overwritten) to the gradient of the mean over the whole batch: the step
+    calls `loss.backward()` and never zeroes, replaces or steps anything, not even the `.grad`
+    of `policy_log_probs` itself when it is a leaf.
 
     Args:
-        policy_log_probs: (B, T) log-probs of the labels under the policy (requires grad).
-        response_mask: (B, T), 1 on response tokens.
+        policy_log_probs: (B, T) log-probs of the labels under the policy (requires grad); a
+            masked-out position may hold -inf, which never reaches the loss.
+        response_mask: (B, T), bool or 0/1 of an int or float dtype: 1 on response tokens (a row,
+            or the whole mask, may be all 0: its NLL is 0).
         gradient_accumulation_steps: micro-batches per optimizer step.
         normalize_constant: divisor of each sequence's summed NLL.
 
     Returns:
-        (loss, metadata): the scaled scalar loss that was backpropagated, and
-        {"nll_per_sequence": (B,) detached, "response_tokens": scalar}.
+        (loss, metadata): the scaled loss that was backpropagated, a detached 0-dim tensor of the
+        log-probs' dtype (not a Python float), and {"nll_per_sequence": (B,) detached, each
+        row's sum_t -log p * mask / normalize_constant, "response_tokens": scalar}.
     """
     per_sequence = masked_normalize(-policy_log_probs, response_mask, dim=-1, normalize_constant=normalize_constant)
     loss = per_sequence.mean() / gradient_accumulation_steps
@@ -66,6 +71,9 @@ def sft_train_step(
             loss = train_step_fn(log_probs, response_mask, k)      # backward inside: .grad adds up
         clip the gradient norm to max_grad_norm; optimizer.step(); scheduler.step(); zero the grads
 
+    Each of the three functions is called once per micro-batch, and the step leaves no gradient
+    behind (the next step starts from zero).
+
     Args:
         batch_examples: r1_zero records with "prompt" and "output"; their number divisible by k.
         scheduler: stepped once after the optimizer when given.
@@ -76,6 +84,8 @@ def sft_train_step(
          "grad_norm": the gradient norm before clipping (float),
          "response_tokens": response tokens in the batch (int),
          "nll_sum": the summed negative log-likelihood of those tokens (float)}
+    Raises:
+        ValueError: a batch whose size gradient_accumulation_steps does not divide.
     """
     if len(batch_examples) % gradient_accumulation_steps != 0:
         raise ValueError(f"{len(batch_examples)} examples do not split into {gradient_accumulation_steps} micro-batches")

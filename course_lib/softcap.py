@@ -17,7 +17,9 @@ import torch
 def final_logits_softcap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
     """Gemma 2's final-logit soft cap: cap * tanh(logits / cap); unchanged when cap is None or 0.
 
-    Shape-preserving, (..., V) -> (..., V), same dtype; the input is not modified. The Hugging
+    Shape-preserving, (..., V) -> (..., V) for any leading shape, same dtype; the input is not
+    modified; differentiable (the gradient is 1 - tanh^2(logits / cap), 1 without a cap). The
+    cap is a float or an int; None, 0 and 0.0 mean no cap (never a division by zero). The Hugging
     Face config field that turns it on is `final_logit_softcapping` (singular "logit"); Gemma 2's
     forward already applies it to `.logits`, so apply it yourself only on a path that starts from
     hidden states.
@@ -37,10 +39,11 @@ def chunked_response_log_probs(
 
     The model's body (`model.get_decoder()`) runs once and gives the (B, T, H) hidden states
     after the final norm; the output layer (`model.get_output_embeddings()`, the `lm_head`) is then
-    applied to `chunk_size` rows of the flattened (B*T, H) states at a time, so at most a
-    (chunk_size, V) block of logits exists at once, never the (B, T, V) logits. Because the path
-    starts from hidden states, the model's final-logit soft cap is applied here, read from
-    `model.config.final_logit_softcapping` (absent, as on Qwen2, or None or 0: no cap) through
+    applied to `chunk_size` rows of the flattened (B*T, H) states at a time (the last block may be
+    partial), so at most a (chunk_size, V) block of logits exists at once, never the (B, T, V)
+    logits. Because the path starts from hidden states, the model's final-logit soft cap is
+    applied here, read from `model.config.final_logit_softcapping` (absent, as on Qwen2, or None
+    or 0: no cap; the misspelt `final_logits_softcapping` is not it) through
     `final_logits_softcap`, so the log-probs equal those of the model's own forward.
 
     With gradients on, autograd keeps each block's log-softmax for backward; the memory saved is

@@ -41,7 +41,12 @@ def render_conversation(messages: list[dict], template: str = "course", thinking
       - "course" (switch `open_thinking`): `<think>\\n` unless thinking is False, then `<think>\\n\\n</think>\\n\\n`;
       - "qwen3" (switch `enable_thinking`): nothing unless thinking is False, then `<think>\\n\\n</think>\\n\\n`.
 
-    ValueError: an unknown template, a message without "role" or "content", roles out of that order.
+    Raises:
+        ValueError: an unknown template (the names are case-sensitive: "Qwen3" is unknown).
+        ValueError: a message without a `role` or a `content` key.
+        ValueError: roles out of that order: no user message (an empty conversation, a system
+            message alone), a first turn that is not the user's, a role twice in a row, a system
+            message after the first, a role of another kind ("tool").
     """
     if template not in ("course", "qwen3"):
         raise ValueError(f"template must be 'course' or 'qwen3', got {template!r}")
@@ -76,8 +81,10 @@ def remove_empty_think(targets: list[str], keep_prob: float, generator: torch.Ge
     order, whatever it holds). A target that starts with `<think>\\n\\n</think>\\n\\n` keeps it iff
     u[i] < keep_prob; otherwise the block (19 characters) is removed and the rest is left as it is. Any
     other target (a non-empty block, no block, an empty block elsewhere) is returned unchanged.
+    Only that one block is removed (a second empty block after it stays), nothing is stripped.
 
-    ValueError: keep_prob outside [0, 1].
+    Raises:
+        ValueError: keep_prob outside [0, 1].
     """
     if not 0.0 <= keep_prob <= 1.0:
         raise ValueError(f"keep_prob must be in [0, 1], got {keep_prob}")
@@ -92,9 +99,12 @@ def remove_empty_think(targets: list[str], keep_prob: float, generator: torch.Ge
 
 def thinking_flags(n: int, thinking_ratio: float, generator: torch.Generator) -> list[bool]:
     """Which of n RL prompts are rolled out in thinking mode: flag i is True iff u[i] < thinking_ratio,
-    u = torch.rand(n, generator=generator). So thinking_ratio 1 thinks always, 0 never.
+    u = torch.rand(n, generator=generator). So thinking_ratio 1 thinks always, 0 never. Returns a
+    list of n Python bools (n = 0 gives []), having drawn exactly n numbers.
 
-    ValueError: thinking_ratio outside [0, 1], n < 0.
+    Raises:
+        ValueError: thinking_ratio outside [0, 1] (a percentage such as 50 too).
+        ValueError: n < 0.
     """
     if not 0.0 <= thinking_ratio <= 1.0:
         raise ValueError(f"thinking_ratio must be in [0, 1], got {thinking_ratio}")
@@ -149,8 +159,12 @@ def assistant_loss_mask(tokenizer, messages: list[dict], template: str = "course
     Returns {"input_ids": (T,) long, "loss_mask": (T,) bool}, the mask 1 exactly on the completion's
     tokens: a prefilled `<think>` is the prompt's, a generated one the reply's.
 
-    ValueError: messages render_conversation refuses, a last message that is not the assistant's,
-    a reply that does not start with the prefill.
+    Raises:
+        ValueError: messages render_conversation refuses (an unknown template, roles out of order,
+            two assistant replies in a row).
+        ValueError: a last message that is not the assistant's.
+        ValueError: a reply that does not start with the prefill (no `<think>` after the course
+            template's default prompt, reasoning after the empty block of thinking=False).
     """
     render_conversation(messages, template=template, add_generation_prompt=False)  # checks the roles
     if messages[-1]["role"] != "assistant":

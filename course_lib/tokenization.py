@@ -13,12 +13,18 @@ def tokenize_prompt_and_output(prompt_strs: list[str], output_strs: list[str], t
         input_ids[i] = full_i[:-1]        labels[i] = full_i[1:]
         response_mask[i, j] = 1  iff  labels[i, j] is an output token  iff  P-1 <= j < P+O-1
 
-    No special tokens are added (the chat format, if any, is already in the strings); padding
-    is on the right with `tokenizer.pad_token_id`.
+    Prompt and output are tokenized apart (a prompt ending mid-word or with a space must not
+    merge with the output's first token) and no special tokens are added, even by a tokenizer
+    that adds a BOS or EOS by default (the chat format, if any, is already in the strings).
+    Padding is on the right with `tokenizer.pad_token_id`, whatever its id; an empty output has
+    no response position.
 
     Returns:
         {"input_ids": (B, max_len-1) long, "labels": (B, max_len-1) long,
          "response_mask": (B, max_len-1) bool}
+    Raises:
+        ValueError: prompt_strs and output_strs of different lengths.
+        ValueError: a tokenizer without a pad token (pad_token_id None).
     """
     if len(prompt_strs) != len(output_strs):
         raise ValueError(f"got {len(prompt_strs)} prompts but {len(output_strs)} outputs")

@@ -29,6 +29,16 @@ import torch
 from autograder.suite_api import course_tokenizer
 
 GRADED = "assistant_loss_mask"
+# each error case and the phrase of the reference's `Raises:` section that states it (tests/test_contracts.py)
+RAISES = {
+    "error_course_reply_without_the_prefilled_think": "no `<think>` after the course template's default prompt",
+    "error_course_closed_reply_with_reasoning": "reasoning after the empty block of thinking=False",
+    "error_qwen3_closed_reply_with_reasoning": "reasoning after the empty block of thinking=False",
+    "error_last_message_is_the_users": "a last message that is not the assistant's",
+    "error_two_assistant_replies_in_a_row": "two assistant replies in a row",
+    "error_roles_out_of_order": "roles out of order",
+    "error_unknown_template": "an unknown template",
+}
 TRIPWIRE = ["assistant_loss_mask", "render_conversation"]
 WARM = ("transformers", "tokenizers")  # imported by a judge runner started ahead (autograder.judge)
 EMPTY = "<think>\n\n</think>\n\n"

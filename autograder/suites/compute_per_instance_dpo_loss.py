@@ -43,6 +43,14 @@ import torch
 from autograder.suite_api import course_tokenizer
 
 GRADED = "compute_per_instance_dpo_loss"
+# each error case and the phrase of the reference's `Raises:` section that states it (tests/test_contracts.py)
+RAISES = {
+    "error_identical_responses": "identical chosen and rejected responses",
+    "error_empty_chosen": "an empty response",
+    "error_empty_rejected": "an empty response",
+    "error_reference_requires_grad": "lm_ref with a parameter that requires gradients",
+    "error_tokenizer_without_eos": "a tokenizer without an eos token",
+}
 # the notebook's two functions above this one are part of the exercise: calling the course_lib copies does not count
 TRIPWIRE = ["compute_per_instance_dpo_loss", "sequence_log_probs", "dpo_loss"]
 PERTURB = True  # the weights' rounding carried through the loss (autograder.cases.perturb)

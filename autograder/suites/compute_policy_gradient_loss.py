@@ -22,6 +22,16 @@ from __future__ import annotations
 import torch
 
 GRADED = "compute_policy_gradient_loss"
+# each error case and the phrase of the reference's `Raises:` section that states it (tests/test_contracts.py)
+RAISES = {
+    "error_unknown_loss_type_GRPO_clip": "any other loss_type",
+    "error_unknown_loss_type_reinforce": "any other loss_type",
+    "error_no_baseline_without_raw_rewards": "an argument the loss needs is None",
+    "error_reinforce_with_baseline_without_advantages": "an argument the loss needs is None",
+    "error_grpo_clip_without_old_log_probs": "an argument the loss needs is None",
+    "error_grpo_clip_without_cliprange": "an argument the loss needs is None",
+    "error_grpo_clip_without_advantages": "an argument the loss needs is None",
+}
 # the three losses are part of the same exercise: calling the course_lib copies does not count
 TRIPWIRE = ["compute_policy_gradient_loss", "compute_naive_policy_gradient_loss", "compute_grpo_clip_loss"]
 

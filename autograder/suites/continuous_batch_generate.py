@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import torch
 
+from .static_batch_generate import RAISES  # noqa: F401 - its error cases and their Raises: phrases are these too
+
 GRADED = "continuous_batch_generate"
 TRIPWIRE = ["continuous_batch_generate", "static_batch_generate"]
 

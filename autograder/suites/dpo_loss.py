@@ -43,6 +43,14 @@ from __future__ import annotations
 import torch
 
 GRADED = "dpo_loss"
+# each error case and the phrase of the reference's `Raises:` section that states it (tests/test_contracts.py)
+RAISES = {
+    "error_inputs_B_by_1": "a (B, 1) input",
+    "error_ref_of_another_length": "a reference of another length",
+    "error_ref_of_length_1_broadcasts": "even one of length 1 that torch would broadcast",
+    "error_beta_0": "beta <= 0",
+    "error_beta_negative": "beta <= 0",
+}
 # grader-only: the margin with the policies subtracted first, a rounding of its own in float32
 VARIANTS = ["autograder.suites.dpo_loss:variant_policies_subtracted_first"]
 

@@ -25,6 +25,12 @@ import re
 import torch
 
 GRADED = "evaluate"
+# each error case and the phrase of the reference's `Raises:` section that states it (tests/test_contracts.py)
+RAISES = {
+    "lengths_differ": "a different number of prompts and ground truths",
+    "no_prompts": "no prompts",
+    "n_samples_2": "sampling_params.n != 1",
+}
 WARM = ('math_verify',)  # imported by a judge runner started ahead (autograder.judge)
 TIMEOUT = 180
 

@@ -9,6 +9,8 @@ numbers, a text with two `####` lines (the answer follows the last one, the mark
 import torch
 
 GRADED = "extract_gsm8k_answer"
+# each error case and the phrase of the reference's `Raises:` section that states it (tests/test_contracts.py)
+RAISES = {"no_final_answer": "no `####` followed by an answer"}
 
 
 def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:

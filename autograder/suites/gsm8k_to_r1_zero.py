@@ -9,6 +9,8 @@ last one, the answer what follows it), and a record without `#### N`, which must
 import torch
 
 GRADED = "gsm8k_to_r1_zero"
+# each error case and the phrase of the reference's `Raises:` section that states it (tests/test_contracts.py)
+RAISES = {"no_final_answer": "an answer without `#### N`"}
 KEYS = ("prompt", "output", "ground_truth")
 
 

@@ -41,6 +41,14 @@ from __future__ import annotations
 import torch
 
 GRADED = "importance_weights"
+# each error case and the phrase of the reference's `Raises:` section that states it (tests/test_contracts.py)
+RAISES = {
+    "error_unknown_mode": "an unknown mode",
+    "error_unknown_aggregate": "an unknown aggregate",
+    "error_cap_0": "cap <= 0",
+    "error_cap_negative": "cap <= 0",
+    "error_shapes_differ_3x8_3x9": "shapes that differ",
+}
 
 
 def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:

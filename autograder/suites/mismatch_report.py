@@ -42,6 +42,13 @@ import math
 import torch
 
 GRADED = "mismatch_report"
+# each error case and the phrase of the reference's `Raises:` section that states it (tests/test_contracts.py)
+RAISES = {
+    "error_shapes_differ_3x8_3x9": "log-probs of two shapes",
+    "error_empty_mask_3x8": "a mask without a response token",
+    "error_mask_shape_differs_3x8_3x9": "a response_mask of another shape than the log-probs",
+    "error_mask_holds_a_2_3x8": "a mask that holds anything but 0 and 1",
+}
 # grader-only: the signed sums one unit of rounding of their terms' scale apart (the signed mean
 # cancels to near 0 by design; in float64, where the reference is its own truth, too)
 VARIANTS = ["autograder.suites.mismatch_report:variant_split_sums_one_ulp_apart"]

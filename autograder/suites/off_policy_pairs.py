@@ -24,6 +24,14 @@ from __future__ import annotations
 import torch
 
 GRADED = "off_policy_pairs"
+# each error case and the phrase of the reference's `Raises:` section that states it (tests/test_contracts.py)
+RAISES = {
+    "error_no_answer_block": "an output without a closed <answer> ... </answer> block",
+    "error_unclosed_answer_block": "an output without a closed <answer> ... </answer> block",
+    "error_ground_truth_3.5": "a ground truth that is not an integer",
+    "error_missing_output_field": "a record that lacks a field",
+    "error_missing_ground_truth_field": "a record that lacks a field",
+}
 
 
 def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:

@@ -33,6 +33,15 @@ import re
 import torch
 
 GRADED = "on_policy_pairs"
+# each error case and the phrase of the reference's `Raises:` section that states it (tests/test_contracts.py)
+RAISES = {
+    "error_lengths_differ": "prompts, responses and ground_truths of different lengths",
+    "error_fewer_prompts": "prompts, responses and ground_truths of different lengths",
+    "error_group_size_does_not_divide": "one that does not divide their length",
+    "error_group_size_does_not_divide_one_question": "one that does not divide their length",
+    "error_group_of_two_prompts": "a group with different prompts",
+    "error_group_of_two_ground_truths": "different ground truths",
+}
 
 
 def last_number_reward(response: str, ground_truth: str) -> dict:

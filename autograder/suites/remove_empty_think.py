@@ -25,6 +25,8 @@ from __future__ import annotations
 import torch
 
 GRADED = "remove_empty_think"
+# each error case and the phrase of the reference's `Raises:` section that states it (tests/test_contracts.py)
+RAISES = {"error_keep_prob_negative": "keep_prob outside [0, 1]", "error_keep_prob_above_1": "keep_prob outside [0, 1]"}
 EMPTY = "<think>\n\n</think>\n\n"
 
 

@@ -27,6 +27,20 @@ from __future__ import annotations
 import torch
 
 GRADED = "render_conversation"
+# each error case and the phrase of the reference's `Raises:` section that states it (tests/test_contracts.py)
+RAISES = {
+    "error_unknown_template": "an unknown template",
+    "error_template_name_in_capitals": "the names are case-sensitive",
+    "error_empty_conversation": "an empty conversation",
+    "error_system_message_alone": "a system message alone",
+    "error_starts_with_the_assistant": "a first turn that is not the user's",
+    "error_two_user_messages_in_a_row": "a role twice in a row",
+    "error_two_assistant_messages_in_a_row": "a role twice in a row",
+    "error_system_message_after_the_first": "a system message after the first",
+    "error_tool_role": "a role of another kind",
+    "error_message_without_content": "a message without a `role` or a `content` key",
+    "error_message_without_role": "a message without a `role` or a `content` key",
+}
 EMPTY = "<think>\n\n</think>\n\n"
 
 

@@ -18,6 +18,14 @@ from __future__ import annotations
 import torch
 
 GRADED = "rollouts_from_completion"
+# each error case and the phrase of the reference's `Raises:` section that states it (tests/test_contracts.py)
+RAISES = {
+    "error_no_choices": "a reply without a `choices` list",
+    "error_no_logprobs": "a choice without log-probs",
+    "error_tokens_as_text": "a token not written `token_id:N`",
+    "error_lengths_differ": "tokens and log-probs of different lengths",
+    "error_repeated_index": "two choices with one index",
+}
 EOS = 1
 
 

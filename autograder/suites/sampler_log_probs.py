@@ -40,6 +40,16 @@ from __future__ import annotations
 import torch
 
 GRADED = "sampler_log_probs"
+# each error case and the phrase of the reference's `Raises:` section that states it (tests/test_contracts.py)
+RAISES = {
+    "error_temperature_0": "temperature <= 0",
+    "error_temperature_negative": "temperature <= 0",
+    "error_top_k_negative": "top_k < 0 or > V",
+    "error_top_k_above_V": "top_k < 0 or > V",
+    "error_top_p_0": "top_p outside (0, 1]",
+    "error_top_p_1.5": "top_p outside (0, 1]",
+    "error_tokens_shape": "tokens whose shape is not logits.shape[:-1]",
+}
 ARGS = ("temperature", "top_k", "top_p", "renormalize")
 
 

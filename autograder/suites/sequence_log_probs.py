@@ -37,6 +37,13 @@ from types import SimpleNamespace
 import torch
 
 GRADED = "sequence_log_probs"
+# each error case and the phrase of the reference's `Raises:` section that states it (tests/test_contracts.py)
+RAISES = {
+    "error_row_without_response_sum": "a row with no response token",
+    "error_row_without_response_average": "a row with no response token",
+    "error_mask_T_plus_1": "response_mask of another shape than labels",
+    "error_mask_1d_broadcasts": "response_mask of another shape than labels (also one torch would broadcast)",
+}
 
 
 class TinyCausalLM(torch.nn.Module):

@@ -25,6 +25,8 @@ import torch
 from autograder.suite_api import course_tokenizer
 
 GRADED = "sft_train_step"
+# each error case and the phrase of the reference's `Raises:` section that states it (tests/test_contracts.py)
+RAISES = {"batch_does_not_split_into_k": "a batch whose size gradient_accumulation_steps does not divide"}
 PERTURB = True  # the inputs' rounding carried through the update (autograder.cases.perturb)
 WARM = ('transformers', 'tokenizers')  # imported by a judge runner started ahead (autograder.judge)
 TIMEOUT = 240

@@ -31,6 +31,14 @@ from __future__ import annotations
 import torch
 
 GRADED = "static_batch_generate"
+# each error case and the phrase of the reference's `Raises:` section that states it (tests/test_contracts.py)
+RAISES = {
+    "error_batch_size_0": "batch_size < 1",
+    "error_batch_size_negative": "batch_size < 1",
+    "error_empty_prompt_ids": "a request without prompt_ids",
+    "error_max_tokens_0": "a request whose max_tokens is < 1",
+    "error_max_tokens_negative": "a request whose max_tokens is < 1",
+}
 TRIPWIRE = ["static_batch_generate", "continuous_batch_generate"]
 
 

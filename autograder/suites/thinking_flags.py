@@ -19,6 +19,12 @@ from __future__ import annotations
 import torch
 
 GRADED = "thinking_flags"
+# each error case and the phrase of the reference's `Raises:` section that states it (tests/test_contracts.py)
+RAISES = {
+    "error_ratio_negative": "thinking_ratio outside [0, 1]",
+    "error_ratio_above_1": "thinking_ratio outside [0, 1]",
+    "error_ratio_a_percentage": "a percentage such as 50 too",
+}
 
 
 def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:

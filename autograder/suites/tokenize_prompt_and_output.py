@@ -13,6 +13,11 @@ import torch
 from autograder.suite_api import course_tokenizer
 
 GRADED = "tokenize_prompt_and_output"
+# each error case and the phrase of the reference's `Raises:` section that states it (tests/test_contracts.py)
+RAISES = {
+    "more_prompts_than_outputs": "prompt_strs and output_strs of different lengths",
+    "tokenizer_without_pad_token": "a tokenizer without a pad token",
+}
 WARM = ('transformers', 'tokenizers')  # imported by a judge runner started ahead (autograder.judge)
 KEYS = ("input_ids", "labels", "response_mask")
 
