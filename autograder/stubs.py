@@ -161,6 +161,7 @@ def stub_tree(assignment: str | None, extra: list[Graded] = ()) -> Path:
         return folder
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+    tmp.chmod(0o755)  # mkdtemp's 0700 would shut out a submission run as another user (AUTOGRADER_SANDBOX=user:NAME)
     write_stubbed(tmp, names)
     os.symlink(REPO_ROOT / "data", tmp / "data")
     try:
