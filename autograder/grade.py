@@ -284,8 +284,9 @@ def grade(assignment: str, course: Path, jobs: int = 2, timeout: float = 600.0, 
     kernel_course_lib(assignment)  # build the stubbed copy once, before the parallel jobs
     with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
         tmp_root = Path(tmp)
+        tmp_root.chmod(0o711)  # a submission run as another user reaches its own work folder by name, lists nothing
         base = tmp_root / "base"
-        base.mkdir()
+        base.mkdir(mode=0o700)  # the source notebooks: the grader's only
         prepare_course(base, [assignment], solutions=source)
         cells = gradebook_cells(base, assignment)
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
