@@ -161,8 +161,11 @@ def stub_tree(assignment: str | None, extra: list[Graded] = ()) -> Path:
         return folder
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
-    tmp.chmod(0o755)  # mkdtemp's 0700 would shut out a submission run as another user (AUTOGRADER_SANDBOX=user:NAME)
     write_stubbed(tmp, names)
+    # readable by a submission run as another user (AUTOGRADER_SANDBOX=user:NAME), whatever the modes
+    # of mkdtemp (0700) and of the folder copied
+    for made in (tmp, tmp / "course_lib"):
+        made.chmod(0o755)
     os.symlink(REPO_ROOT / "data", tmp / "data")
     try:
         os.rename(tmp, folder)
