@@ -308,7 +308,7 @@ def grade(assignment: str, course: Path, jobs: int = 2, timeout: float = 600.0, 
                                  "max_score": sum(c["max_score"] for c in cells), "cells": {},
                                  "notes": [f"grading error: {type(e).__name__}: {e}"]})
     drain_pending()  # a slot that was slow to empty (a process killed mid-allocation) is removed before the run ends
-    write_grades(course, assignment, rows, cells, roster=roster, canvas_column=canvas_column)
+    write_grades(course, assignment, rows=rows, cells=cells, roster=roster, canvas_column=canvas_column)
     return rows
 
 
@@ -360,8 +360,8 @@ def main(argv: list[str] | None = None) -> int:
         print("warning: bubblewrap (bwrap) not found or AUTOGRADER_SANDBOX=0: submissions run UNSANDBOXED (time, "
               "memory, output and process limits still apply, the stubbed course_lib is only first on PYTHONPATH and "
               "the repository is readable); install it with `apt-get install bubblewrap`", file=sys.stderr)
-    rows = grade(args.assignment, args.course, args.jobs, args.timeout, args.memory_gb, args.source,
-                 roster=roster_path, canvas_column=args.canvas_column)
+    rows = grade(args.assignment, args.course, jobs=args.jobs, timeout=args.timeout, memory_gb=args.memory_gb,
+                 source=args.source, roster=roster_path, canvas_column=args.canvas_column)
     width = max([len(r["student"]) for r in rows] + [7])
     print(f"{'student':<{width}}  {'status':<11}  score")
     for r in rows:

@@ -87,7 +87,8 @@ def stage(assignment: str, out: Path, settings: dict) -> None:
     requirements, torch = grading_requirements()
     for name in ("setup.sh", "run_autograder"):
         text = (TEMPLATES / name).read_text(encoding="utf-8")
-        (out / name).write_text(text.replace("@TORCH@", torch).replace("@STUDENT_USER@", STUDENT_USER), encoding="utf-8")
+        text = text.replace("@TORCH@", torch).replace("@STUDENT_USER@", STUDENT_USER)
+        (out / name).write_text(text, encoding="utf-8")
         (out / name).chmod(0o755)
     (out / "requirements.txt").write_text(requirements, encoding="utf-8")
     (out / SETTINGS).write_text(json.dumps(settings, indent=1) + "\n", encoding="utf-8")

@@ -144,7 +144,8 @@ def _typed(obj: dict, where: str, *, number=(), text=(), formats=(), visible=())
             out.append(f"{where}{key} is not a finite number")
     out += [f"{where}{k} is not a string" for k in text if k in obj and not isinstance(obj[k], str)]
     out += [f"{where}{k} {obj[k]!r} is not one of {FORMATS}" for k in formats if k in obj and obj[k] not in FORMATS]
-    out += [f"{where}{k} {obj[k]!r} is not one of {VISIBILITY}" for k in visible if k in obj and obj[k] not in VISIBILITY]
+    out += [f"{where}{k} {obj[k]!r} is not one of {VISIBILITY}" for k in visible
+            if k in obj and obj[k] not in VISIBILITY]
     if "extra_data" in obj and not isinstance(obj["extra_data"], dict):
         out.append(f"{where}extra_data is not an object")
     return out

@@ -106,8 +106,8 @@ def read_roster(path: Path) -> Roster:
     at = [header.index(c) for c in STUDENT_COLUMNS]
     students = []
     for row in reader:
-        if not any(field.strip() for field in row) or "Points Possible" in row[0] or \
-                all(field.strip().lower() in ("", "muted") or field.strip().startswith("Manual Posting") for field in row):
+        if not any(field.strip() for field in row) or "Points Possible" in row[0] or all(
+                field.strip().lower() in ("", "muted") or field.strip().startswith("Manual Posting") for field in row):
             continue
         if len(row) != len(header):
             raise RosterError(f"{path}, line {reader.line_num}: {len(row)} fields where the header has {len(header)}")
@@ -128,7 +128,7 @@ def score_field(row: dict) -> str:
     return f"{float(row['score']):g}"
 
 
-def write_table(path: Path, columns: list[str], points: list[float], lines: list[list[str]]) -> Path:
+def write_table(path: Path, *, columns: list[str], points: list[float], lines: list[list[str]]) -> Path:
     """A Canvas gradebook CSV: the header, the Points Possible row, one line per student."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="", encoding="utf-8") as f:
@@ -143,7 +143,8 @@ def write_canvas(course: Path, assignment: str, rows: list[dict], *, max_score: 
                  column: str) -> Path:
     """COURSE/grades/NN_canvas.csv: one column, titled `column`, of the rows' scores."""
     lines = [[*roster.columns(r["student"]), score_field(r)] for r in rows]
-    return write_table(Path(course) / "grades" / f"{assignment}_canvas.csv", [column], [max_score], lines)
+    return write_table(Path(course) / "grades" / f"{assignment}_canvas.csv", columns=[column], points=[max_score],
+                       lines=lines)
 
 
 def canvas_column(course: Path, assignment: str) -> str | None:
@@ -168,4 +169,4 @@ def write_combined(course: Path, roster: Roster) -> Path:
         for r in rows:
             scores.setdefault(r["student"], {})[len(columns) - 1] = score_field(r)
     lines = [[*roster.columns(s), *(scores[s].get(i, "") for i in range(len(columns)))] for s in sorted(scores)]
-    return write_table(grades / COMBINED, columns, points, lines)
+    return write_table(grades / COMBINED, columns=columns, points=points, lines=lines)

@@ -71,7 +71,8 @@ def source(built, place):
     return unpack(built, place / "source")
 
 
-def run_autograder(place: Path, source: Path, name: str, files: dict, env: dict | None = None) -> tuple[dict, str, float]:
+def run_autograder(place: Path, source: Path, *, name: str, files: dict,
+                   env: dict | None = None) -> tuple[dict, str, float]:
     """Run run_autograder on an upload ({relative path: bytes, or Path for a symbolic link to it});
     (results.json, its stdout, seconds)."""
     root = place / name
@@ -123,7 +124,7 @@ def test_the_solution_earns_full_marks_from_any_file_name_and_folder(place, sour
     files = {"my work/hw 7/clip loss (final).ipynb": notebook_bytes(solution()),
              "my work/hw 7/.ipynb_checkpoints/clip loss (final)-checkpoint.ipynb": notebook_bytes(solution()),
              "__MACOSX/my work/._clip loss (final).ipynb": b"\0\5\26\7"}
-    data, out, seconds = run_autograder(place, source, "solution", files)
+    data, out, seconds = run_autograder(place, source, name="solution", files=files)
     tests = by_name(data)
     assert data["score"] == sum(MAX.values()) == 15, (data, out[-3000:])
     assert list(tests) == [*CELLS, "Submission"]
@@ -143,7 +144,7 @@ def test_the_solution_earns_full_marks_from_any_file_name_and_folder(place, sour
 @pytest.mark.slow
 def test_the_release_notebook_earns_nothing(place, source):
     release = nbformat.read(ROOT / "notebooks" / "07" / NOTEBOOK, as_version=4)
-    data, out, _ = run_autograder(place, source, "release", {"07.ipynb": notebook_bytes(release)})
+    data, out, _ = run_autograder(place, source, name="release", files={"07.ipynb": notebook_bytes(release)})
     tests = by_name(data)
     assert data["score"] == 0, out[-3000:]
     for cell in CELLS:
@@ -162,7 +163,8 @@ def test_a_wrong_function_loses_its_cell_and_a_link_is_left_out(place, source):
         "loss = masked_mean(per_token, response_mask, dim=-1).mean() / gradient_accumulation_steps",
         "loss = (masked_mean(per_token, response_mask, dim=-1).mean() / gradient_accumulation_steps).float()"))
     hidden = source / "course" / "autograder" / "hidden" / "grpo_microbatch_train_step.pt"
-    data, out, _ = run_autograder(place, source, "wrong", {"07.ipynb": notebook_bytes(wrong), "cases.pt": hidden})
+    files = {"07.ipynb": notebook_bytes(wrong), "cases.pt": hidden}
+    data, out, _ = run_autograder(place, source, name="wrong", files=files)
     tests = by_name(data)
     step = tests["grpo_microbatch_train_step"]
     assert step["score"] == 0 and step["status"] == "failed", (step, out[-3000:])
@@ -178,7 +180,7 @@ def test_an_endless_loop_is_a_timeout_result(place, built):
     """Its own settings (a 6 s limit) in a second unpacked copy: a timeout, not a hang."""
     short = unpack(built, place / "source-6s", timeout=6)
     nb = with_cell(solution(), "solution_compute_naive_policy_gradient_loss", lambda s: "while True:\n    pass\n")
-    data, out, seconds = run_autograder(place, short, "loop", {"loop.ipynb": notebook_bytes(nb)})
+    data, out, seconds = run_autograder(place, short, name="loop", files={"loop.ipynb": notebook_bytes(nb)})
     tests = by_name(data)
     assert data["score"] == 0 and tests["Submission"]["status"] == "failed", out[-3000:]
     assert "timeout" in tests["Submission"]["output"] and "stopped after 6 s" in tests["Submission"]["output"]
@@ -196,7 +198,7 @@ def test_an_endless_loop_is_a_timeout_result(place, built):
      "no notebook (.ipynb) in your upload (07.ipynb: a symbolic link, not followed)"),
 ])
 def test_an_upload_that_is_not_one_notebook_gets_a_clear_result(place, source, case, files, says):
-    data, out, seconds = run_autograder(place, source, case.replace(" ", "_"), files)
+    data, out, seconds = run_autograder(place, source, name=case.replace(" ", "_"), files=files)
     tests = by_name(data)
     assert data["score"] == 0 and list(tests) == [*CELLS, "Submission"], out[-2000:]
     assert tests["Submission"]["status"] == "failed" and tests["Submission"]["visibility"] == "visible"
@@ -206,7 +208,7 @@ def test_an_upload_that_is_not_one_notebook_gets_a_clear_result(place, source, c
 
 @pytest.mark.slow
 def test_a_grader_that_cannot_start_still_writes_a_result(place, source):
-    data, out, _ = run_autograder(place, source, "no_python", {"07.ipynb": notebook_bytes(solution())},
+    data, out, _ = run_autograder(place, source, name="no_python", files={"07.ipynb": notebook_bytes(solution())},
                                   env={"AUTOGRADER_PYTHON": str(place / "no-such-python")})
     assert data["score"] == 0 and data["tests"] == [], data
     assert "the autograder itself failed, not your notebook" in data["output"]
@@ -214,9 +216,11 @@ def test_a_grader_that_cannot_start_still_writes_a_result(place, source):
 
 def test_a_results_checker_that_can_fail():
     """The format checker on Gradescope's own example shape, and on what departs from it."""
-    good = {"score": 4.0, "execution_time": 3, "output": "x", "visibility": "after_due_date", "stdout_visibility": "hidden",
+    good = {"score": 4.0, "execution_time": 3, "output": "x", "visibility": "after_due_date",
+            "stdout_visibility": "hidden",
             "tests": [{"name": "a", "score": 2, "max_score": 2, "status": "passed", "output": "", "tags": ["t"],
-                       "visibility": "visible", "number": "1.1", "output_format": "md"}, {"name": "info", "status": "failed"}]}
+                       "visibility": "visible", "number": "1.1", "output_format": "md"},
+                      {"name": "info", "status": "failed"}]}
     assert problems(good) == []
     assert problems(error_results("x")) == []
     bad = {"score": "4", "visibility": "soon", "tests": [{"status": "ok", "score": True, "colour": "red"}, 3], "x": 1}
@@ -226,7 +230,8 @@ def test_a_results_checker_that_can_fail():
                      "tests[0].status 'ok' is not passed or failed", "tests[1] is not an object"):
         assert any(expected in p for p in found), (expected, found)
     assert problems({"tests": [{"name": "no score"}]}) == ["no top-level score, and not every test has one"]
-    assert problems({"score": float("nan")}) == ["score is not a finite number", "a number is NaN or infinite (not JSON)"]
+    assert problems({"score": float("nan")}) == ["score is not a finite number",
+                                                 "a number is NaN or infinite (not JSON)"]
 
 
 # ---------------------------------------------------------------- what a hostile notebook can reach
@@ -309,7 +314,8 @@ def test_a_hostile_notebook_reaches_no_secret(place, source, mode):
         if python is None:
             pytest.skip("needs root, the user nobody and a Python of this version that nobody can run")
         env = {"AUTOGRADER_SANDBOX": "user:nobody", "AUTOGRADER_PYTHON": python}
-    data, out, _ = run_autograder(place, source, mode.replace(" ", "_"), {"07.ipynb": notebook_bytes(nb)}, env=env)
+    data, out, _ = run_autograder(place, source, name=mode.replace(" ", "_"), files={"07.ipynb": notebook_bytes(nb)},
+                                  env=env)
     assert data["score"] == 15, (json.dumps(data, indent=1)[:4000], out[-3000:])
     assert "ATTACK" not in json.dumps(data)
     if mode == "unprivileged user":
@@ -336,7 +342,8 @@ def test_the_zip_holds_what_grading_needs_and_nothing_else(built):
     assert {n for n in names if n.startswith("course/solutions/")} == {f"course/solutions/07/{NOTEBOOK}"}
     hidden = sorted(n for n in names if n.startswith("course/autograder/hidden/"))
     assert hidden == [f"course/autograder/hidden/{s}.pt" for s in SUITES]
-    for forbidden in ("tests/", "lessons/", "notebooks/", ".git", "__pycache__", "kit.py", "kit_template", "make_cases.py"):
+    for forbidden in ("tests/", "lessons/", "notebooks/", ".git", "__pycache__", "kit.py", "kit_template",
+                      "make_cases.py"):
         assert not any(forbidden in n for n in names), forbidden
     assert not any(n.endswith(".pt") and "hidden" in n and not n.startswith("course/autograder/hidden/") for n in names)
     assert settings["assignment"] == "07" and settings["notebook"] == NOTEBOOK

@@ -24,12 +24,13 @@ ROSTER = (
     '"Hopper, Grace",1003,hopper-sis,,Lab A,10.00,100\n'
     '"Student, Test",1099,,,Lab A,,\n'
 )
-CELLS = [{"notebook": "07_clip_loss", "cell": "a", "max_score": 5.0}, {"notebook": "07_clip_loss", "cell": "b", "max_score": 10.0}]
+CELLS = [{"notebook": "07_clip_loss", "cell": "a", "max_score": 5.0},
+         {"notebook": "07_clip_loss", "cell": "b", "max_score": 10.0}]
 
 
 def rows(*entries):
-    return [{"student": s, "status": "ok", "score": score, "max_score": 15.0,
-             "cells": {"07_clip_loss:a": 0.0, "07_clip_loss:b": score}, "notes": list(notes)} for s, score, notes in entries]
+    return [{"student": s, "status": "ok", "score": score, "max_score": 15.0, "notes": list(notes),
+             "cells": {"07_clip_loss:a": 0.0, "07_clip_loss:b": score}} for s, score, notes in entries]
 
 
 def read(path: Path) -> list[list[str]]:
@@ -43,7 +44,7 @@ def test_a_roster_maps_nbgrader_ids_to_canvas(tmp_path):
     (tmp_path / "roster.csv").write_text(ROSTER, encoding="utf-8")
     graded = rows(("ada", 15.0, ()), ("hopper-sis", 7.5, ()), ("1002", 10.0, ()), ("zed", 0.0, ()),
                   ("1099", 0.0, ("grading error: OSError: disk full",)))
-    write_grades(tmp_path, "07", graded, CELLS)
+    write_grades(tmp_path, "07", rows=graded, cells=CELLS)
     table = read(tmp_path / "grades" / "07_canvas.csv")
     assert table[0] == [*STUDENT_COLUMNS, "07_clip_loss"]
     assert table[1] == ["    Points Possible", "", "", "", "", "15"]
@@ -56,18 +57,20 @@ def test_a_roster_maps_nbgrader_ids_to_canvas(tmp_path):
 
 
 def test_without_a_roster_the_id_is_the_sis_login_id_and_a_column_can_be_named(tmp_path):
-    write_grades(tmp_path, "07", rows(("ada", 3.0, ())), CELLS, canvas_column="Clip loss (4711)")
+    write_grades(tmp_path, "07", rows=rows(("ada", 3.0, ())), cells=CELLS, canvas_column="Clip loss (4711)")
     assert read(tmp_path / "grades" / "07_canvas.csv") == [
-        [*STUDENT_COLUMNS, "Clip loss (4711)"], ["    Points Possible", "", "", "", "", "15"], ["ada", "", "", "ada", "", "3"]]
+        [*STUDENT_COLUMNS, "Clip loss (4711)"], ["    Points Possible", "", "", "", "", "15"],
+        ["ada", "", "", "ada", "", "3"]]
 
 
 def test_the_combined_export_holds_every_assignment_graded_so_far(tmp_path):
     """Two assignments graded one after the other (one column named, one by default): one row per
     student, a blank where a student has no row in an assignment, each column's points."""
     (tmp_path / "roster.csv").write_text(ROSTER, encoding="utf-8")
-    write_grades(tmp_path, "06", rows(("ada", 4.0, ()), ("alan.t", 6.0, ())),
-                 [{"notebook": "06_group_advantages", "cell": "x", "max_score": 6.0}], canvas_column="GRPO advantages")
-    write_grades(tmp_path, "07", rows(("ada", 15.0, ()), ("hopper-sis", 1.0, ())), CELLS)
+    write_grades(tmp_path, "06", rows=rows(("ada", 4.0, ()), ("alan.t", 6.0, ())),
+                 cells=[{"notebook": "06_group_advantages", "cell": "x", "max_score": 6.0}],
+                 canvas_column="GRPO advantages")
+    write_grades(tmp_path, "07", rows=rows(("ada", 15.0, ()), ("hopper-sis", 1.0, ())), cells=CELLS)
     table = read(tmp_path / "grades" / COMBINED)
     assert table[0] == [*STUDENT_COLUMNS, "GRPO advantages", "07_clip_loss"]
     assert table[1] == ["    Points Possible", "", "", "", "", "15", "15"]
