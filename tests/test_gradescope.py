@@ -189,7 +189,6 @@ def test_an_endless_loop_is_a_timeout_result(place, built):
 
 
 # ---------------------------------------------------------------- uploads that are not graded
-@pytest.mark.slow
 @pytest.mark.parametrize("case, files, says", [
     ("missing", {"README.txt": b"I forgot"}, "no notebook (.ipynb) in your upload"),
     ("two notebooks", {"a.ipynb": b"{}", "sub/b.ipynb": b"{}"}, "2 notebooks in your upload (a.ipynb, sub/b.ipynb): "
@@ -206,7 +205,6 @@ def test_an_upload_that_is_not_one_notebook_gets_a_clear_result(place, source, c
     assert all(tests[c]["score"] == 0 and tests[c]["max_score"] == MAX[c] for c in CELLS)
 
 
-@pytest.mark.slow
 def test_a_grader_that_cannot_start_still_writes_a_result(place, source):
     data, out, _ = run_autograder(place, source, name="no_python", files={"07.ipynb": notebook_bytes(solution())},
                                   env={"AUTOGRADER_PYTHON": str(place / "no-such-python")})
@@ -324,7 +322,6 @@ def test_a_hostile_notebook_reaches_no_secret(place, source, mode):
 
 
 # ---------------------------------------------------------------- the zip itself
-@pytest.mark.slow
 def test_the_zip_holds_what_grading_needs_and_nothing_else(built):
     with zipfile.ZipFile(built) as z:
         names = z.namelist()
@@ -366,7 +363,6 @@ def test_the_scripts_are_valid_bash(tmp_path):
             assert proc.returncode == 0, proc.stdout
 
 
-@pytest.mark.slow
 def test_each_build_draws_new_secret_cases(tmp_path):
     """Two zips of notebook 02: the same suite and fingerprint, different hidden inputs."""
     import torch
