@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test demo lab release grade check student-kit feedback vllm-cpu bench clean
+.PHONY: setup test demo lab release grade gradescope check student-kit feedback vllm-cpu bench clean
 
 setup: $(STAMP)
 
@@ -39,10 +39,21 @@ release: setup
 	$(PY) -m autograder.release $(if $(ONLY),--only $(ONLY))
 
 # Grade a folder of submissions (nbgrader layout COURSE/submitted/<student>/<ASSIGNMENT>/),
-# sandboxed and in parallel: make grade ASSIGNMENT=01 COURSE=path/to/course
+# sandboxed and in parallel: make grade ASSIGNMENT=01 COURSE=path/to/course. Also writes the
+# Canvas gradebook CSVs; ROSTER (default COURSE/roster.csv: Canvas's gradebook export) maps the
+# student ids, CANVAS_COLUMN names the assignment's column.
 COURSE ?= .
 grade: setup
-	$(PY) -m autograder.grade $(ASSIGNMENT) --course $(COURSE)
+	$(PY) -m autograder.grade $(ASSIGNMENT) --course $(COURSE) $(if $(ROSTER),--roster "$(ROSTER)") \
+		$(if $(CANVAS_COLUMN),--canvas-column "$(CANVAS_COLUMN)")
+
+# The Gradescope autograder of assignment NN, OUT/autograder_NN.zip (setup.sh, run_autograder, the
+# grading side, hidden cases drawn for this zip): make gradescope ASSIGNMENT=07 OUT=build/gs
+# [VISIBILITY=after_due_date|visible|after_published|hidden] [TIMEOUT=300]
+gradescope: setup
+	$(PY) -m autograder.gradescope build $(ASSIGNMENT) \
+		--out $(if $(filter command line,$(origin OUT)),$(OUT),build/gradescope) \
+		$(if $(VISIBILITY),--visibility $(VISIBILITY)) $(if $(TIMEOUT),--timeout $(TIMEOUT))
 
 # Your graded functions of notebook NN (from notebooks/NN/) on practice cases, as the grader
 # runs them: make check NB=02

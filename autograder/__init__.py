@@ -19,9 +19,14 @@ Running student code:
   `stubs`: a `course_lib` whose graded names of the open assignments raise NotImplementedError.
 - `assignments`: which graded name belongs to which assignment and which suites a notebook
   calls; `lesson_format`: the lesson grammar (one parser); `course_folder`: nbgrader folders.
+- `lms`: the grades as Canvas's gradebook imports them, nbgrader's student ids mapped by a roster.
+- `gradescope_run`: what a Gradescope autograder does per submission (find the notebook, run the
+  grading command, results.json); `gradescope_results`: results.json and a checker of its format.
 
 Commands (no module imports one of them): `python -m autograder.make_cases` (hidden cases with a
 secret seed into the git-ignored `autograder/hidden/`), `.release` (notebooks/ from solutions/),
 `.grade ASSIGNMENT` (a folder of submissions, sandboxed, in parallel), `.feedback ASSIGNMENT`
-(their feedback HTML), `.kit ASSIGNMENT --out DIR` (a student kit), `.practice NN` (`make check`).
+(their feedback HTML), `.kit ASSIGNMENT --out DIR` (a student kit), `.practice NN` (`make check`),
+`.gradescope build ASSIGNMENT --out DIR` (the assignment's Gradescope autograder zip; its `run` and
+`prepare` are what the zip's run_autograder and setup.sh call).
 """

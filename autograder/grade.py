@@ -1,6 +1,7 @@
 """Grade a folder of submissions: sandboxed, in parallel, with limits over each submission as a whole.
 
     python -m autograder.grade ASSIGNMENT [--course DIR] [--jobs N] [--timeout S] [--memory-gb G]
+                               [--roster CSV] [--canvas-column TITLE]
 
 Submissions are read from nbgrader's layout, DIR/submitted/<student>/<ASSIGNMENT>/*.ipynb. For each
 student, in a private temporary folder:
@@ -27,9 +28,12 @@ student, in a private temporary folder:
 
 Results: DIR/autograded/<student>/<ASSIGNMENT>/ (the executed notebooks and the log),
 DIR/grades/<ASSIGNMENT>.csv and .json (one row per student: status, score, max score, per-cell
-scores, notes, seconds). A student's status is one of: ok; timeout; output flood (a file or the
-log reached the output limit); too many processes; out of memory; crashed (the kernel died or
-nbgrader could not grade the notebook); no notebook. One bad submission never stops the others.
+scores, notes, seconds), and what Canvas's gradebook imports (`autograder.lms`):
+DIR/grades/<ASSIGNMENT>_canvas.csv and DIR/grades/canvas.csv (every assignment graded so far),
+nbgrader's student ids mapped to Canvas's by a roster (`--roster`, default DIR/roster.csv). A
+student's status is one of: ok; timeout; output flood (a file or the log reached the output
+limit); too many processes; out of memory; crashed (the kernel died or nbgrader could not grade
+the notebook); no notebook. One bad submission never stops the others.
 Without bubblewrap every row notes that it was graded unsandboxed.
 """
 
@@ -54,9 +58,10 @@ from .cases import ensure_cases
 from .course_folder import CONFIG, SOLUTIONS, gradebook_cells, prepare_course, tool_env
 from .judge import JudgeServer
 from .limits import OUTPUT_LIMIT, Slot, drain_pending, run_limited
+from .lms import Roster, RosterError, default_roster, read_roster, write_canvas, write_combined
 from .report import UNSANDBOXED
 from .safe_files import copy_tree, read_file
-from .sandbox import sandbox_available, sandboxed, unsandboxed_env
+from .sandbox import sandbox_available, sandbox_kind, sandboxed, unsandboxed_env
 from .stubs import stub_tree
 from .suite_api import suite_names
 
@@ -266,7 +271,9 @@ def _score_cells(row: dict, scores, cells: list[dict], gates: dict, verdicts: di
 
 
 def grade(assignment: str, course: Path, jobs: int = 2, timeout: float = 600.0, memory_gb: float = 6.0,
-          source: Path | None = None) -> list[dict]:
+          source: Path | None = None, roster: Path | None = None, canvas_column: str | None = None) -> list[dict]:
+    """Grade COURSE/submitted/*/ASSIGNMENT (see the module docstring); the rows, also written to
+    COURSE/grades/. `roster` (default COURSE/roster.csv) and `canvas_column` shape the Canvas files."""
     course = Path(course).resolve()
     source = Path(source or SOLUTIONS)
     if not (source / assignment).is_dir():
@@ -284,8 +291,9 @@ def grade(assignment: str, course: Path, jobs: int = 2, timeout: float = 600.0, 
     kernel_course_lib(assignment)  # build the stubbed copy once, before the parallel jobs
     with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
         tmp_root = Path(tmp)
+        tmp_root.chmod(0o711)  # a submission run as another user reaches its own work folder by name, lists nothing
         base = tmp_root / "base"
-        base.mkdir()
+        base.mkdir(mode=0o700)  # the source notebooks: the grader's only
         prepare_course(base, [assignment], solutions=source)
         cells = gradebook_cells(base, assignment)
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -300,11 +308,14 @@ def grade(assignment: str, course: Path, jobs: int = 2, timeout: float = 600.0, 
                                  "max_score": sum(c["max_score"] for c in cells), "cells": {},
                                  "notes": [f"grading error: {type(e).__name__}: {e}"]})
     drain_pending()  # a slot that was slow to empty (a process killed mid-allocation) is removed before the run ends
-    write_grades(course, assignment, rows, cells)
+    write_grades(course, assignment, rows=rows, cells=cells, roster=roster, canvas_column=canvas_column)
     return rows
 
 
-def write_grades(course: Path, assignment: str, rows: list[dict], cells: list[dict]) -> None:
+def write_grades(course: Path, assignment: str, rows: list[dict], cells: list[dict], roster: Path | None = None,
+                 canvas_column: str | None = None) -> None:
+    """COURSE/grades/NN.json and NN.csv (the rows), then the Canvas files (`autograder.lms`): NN_canvas.csv,
+    its column titled `canvas_column` (default: the notebook's name), and canvas.csv."""
     out = course / "grades"
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{assignment}.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
@@ -315,6 +326,11 @@ def write_grades(course: Path, assignment: str, rows: list[dict], cells: list[di
         for r in rows:
             writer.writerow([r["student"], r["status"], r["score"], r["max_score"],
                              *[r["cells"].get(c, 0.0) for c in cell_names], " | ".join(r["notes"])])
+    roster_path = roster or default_roster(course)
+    lms_roster = read_roster(roster_path) if roster_path else Roster()
+    write_canvas(course, assignment, rows, max_score=sum(c["max_score"] for c in cells), roster=lms_roster,
+                 column=canvas_column or (cells[0]["notebook"] if cells else assignment))
+    write_combined(course, lms_roster)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -325,17 +341,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per submission (the whole notebook)")
     parser.add_argument("--memory-gb", type=float, default=6.0, help="memory of one submission's processes together, GiB")
     parser.add_argument("--source", type=Path, default=None, help="source notebooks folder (default: solutions/)")
+    parser.add_argument("--roster", type=Path, default=None,
+                        help="Canvas's gradebook export, mapping student ids to Canvas (default: COURSE/roster.csv)")
+    parser.add_argument("--canvas-column", default=None,
+                        help="the Canvas assignment column, e.g. 'Clip loss (4711)' (default: the notebook's name)")
     args = parser.parse_args(argv)
-    if not sandbox_available():
+    roster_path = args.roster or default_roster(args.course)
+    try:  # a bad roster stops the command before any grading, naming its file and line
+        roster = read_roster(roster_path) if roster_path else None
+    except RosterError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if sandbox_kind() == "user":
+        print("note: no bubblewrap (AUTOGRADER_SANDBOX=user:...): submissions run as an unprivileged user, with the "
+              "time, memory, output and process limits; the grader's own files must be unreadable to that user",
+              file=sys.stderr)
+    elif not sandbox_available():
         print("warning: bubblewrap (bwrap) not found or AUTOGRADER_SANDBOX=0: submissions run UNSANDBOXED (time, "
               "memory, output and process limits still apply, the stubbed course_lib is only first on PYTHONPATH and "
               "the repository is readable); install it with `apt-get install bubblewrap`", file=sys.stderr)
-    rows = grade(args.assignment, args.course, args.jobs, args.timeout, args.memory_gb, args.source)
+    rows = grade(args.assignment, args.course, jobs=args.jobs, timeout=args.timeout, memory_gb=args.memory_gb,
+                 source=args.source, roster=roster_path, canvas_column=args.canvas_column)
     width = max([len(r["student"]) for r in rows] + [7])
     print(f"{'student':<{width}}  {'status':<11}  score")
     for r in rows:
         print(f"{r['student']:<{width}}  {r['status']:<11}  {r['score']:g}/{r['max_score']:g}  {'; '.join(r['notes'])}")
-    print(f"grades written to {Path(args.course) / 'grades' / (args.assignment + '.csv')}")
+    grades = Path(args.course) / "grades"
+    print(f"grades written to {grades / (args.assignment + '.csv')}; for Canvas's gradebook import: "
+          f"{grades / (args.assignment + '_canvas.csv')} and {grades / 'canvas.csv'} (every assignment graded so far)")
+    unknown = [r["student"] for r in rows if roster is not None and roster.student(r["student"]) is None]
+    if unknown:
+        print(f"{len(unknown)} student id(s) not in the roster {roster_path}, written with the id as SIS Login ID: "
+              f"{', '.join(unknown[:20])}", file=sys.stderr)
     return 0
 
 

@@ -162,6 +162,10 @@ def stub_tree(assignment: str | None, extra: list[Graded] = ()) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
     write_stubbed(tmp, names)
+    # readable by a submission run as another user (AUTOGRADER_SANDBOX=user:NAME), whatever the modes
+    # of mkdtemp (0700) and of the folder copied
+    for made in (tmp, tmp / "course_lib"):
+        made.chmod(0o755)
     os.symlink(REPO_ROOT / "data", tmp / "data")
     try:
         os.rename(tmp, folder)

@@ -1,27 +1,65 @@
-"""Grading seconds per submission and where they go, per assignment (a part of `make bench`).
+"""Grading seconds per submission and where they go, per assignment (a part of `make bench`); a
+class-scale run for sizing a grading machine; the Gradescope autograder against `make grade`.
 
-For each assignment, its solution notebook is graded as one submission by the real grading
-command (`autograder.grade`: sandbox, judge, limits), one submission at a time (`--jobs 1`) so
-that the figure is one submission's own time, after a first submission of the same assignment
-has warmed the machine's file cache and built the stubbed library. The per-stage breakdown is
-the grading row's own (`autograder.grade.stage_seconds`): copying in; nbgrader's and the
-kernel's start up to the first cell; the cells less the judge; the judge's calls; nbgrader's
+    python benchmarks/grading.py [NN ...]                 # default: every assignment of solutions/
+    python benchmarks/grading.py --class N [NN ...]       # N submissions of each assignment, --jobs 1 and 2
+    python benchmarks/grading.py --gradescope [NN ...]    # run_autograder's seconds against make grade's
+
+**One solution per assignment** (the default). Its solution notebook is graded as one submission by
+the real grading command (`autograder.grade`: sandbox, judge, limits), one submission at a time
+(`--jobs 1`) so that the figure is one submission's own time, after a first submission of the same
+assignment has warmed the machine's file cache and built the stubbed library. The per-stage
+breakdown is the grading row's own (`autograder.grade.stage_seconds`): copying in; nbgrader's and
+the kernel's start up to the first cell; the cells less the judge; the judge's calls; nbgrader's
 finish after the last cell; reading back. Hidden cases are made before the clock starts.
 
-    python benchmarks/grading.py [NN ...]      # default: every assignment of solutions/
+**A class** (`--class N`). Each assignment gets a course folder of N submissions: a share
+(`--wrong`, default 0.2) are wrong, alternately the release notebook (nothing written) and the
+solution with its first graded function left as the release's stub; the rest are the solution.
+Each folder is graded by `autograder.grade.grade` at each of `--jobs` (default 1 and 2), the whole
+command timed (preparing the course included), and printed: submissions per hour, seconds per
+submission (the command's wall time over N) and the mean of the rows' own seconds, and the
+grader's peak memory: the largest sum, sampled every 0.1 s, of the proportional set size (PSS: a
+page shared by k processes counts 1/k in each, so shared libraries count once) of this process and
+every process below it (nbgrader, the kernels, the judge's runners), read from
+/proc/<pid>/smaps_rollup; a peak shorter than 0.1 s can be missed. Every solution must earn full
+marks and every wrong submission less, or the figures are not printed as valid.
+
+**Gradescope** (`--gradescope`). The assignment's autograder zip (`autograder.gradescope`) is
+unpacked as Gradescope unpacks it and its run_autograder run on the solution (`--repeat` times,
+default 3, after one run that builds its caches, as setup.sh does on Gradescope), against the
+grading command on one submission (`python -m autograder.grade NN --jobs 1`, the same number of
+times): each a fresh process, as each Gradescope submission is. Gradescope's own machines cannot be
+measured here; these are this machine's seconds for the same work.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
+import os
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
+import nbformat
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+
+def solutions(assignments: list[str] | None) -> list[str]:
+    return assignments or sorted(p.name for p in (REPO / "solutions").glob("[0-9][0-9]"))
+
+
+def notebook_of(folder: str, assignment: str) -> Path:
+    return next((REPO / folder / assignment).glob("*.ipynb"))
 
 
 def grade_solution(assignment: str, course: Path) -> dict:
@@ -35,16 +73,19 @@ def grade_solution(assignment: str, course: Path) -> dict:
     return row
 
 
-def measure(assignments: list[str] | None = None) -> dict:
+def make_cases(assignment: str) -> None:
     from autograder.assignments import hidden_calls
     from autograder.cases import ensure_cases
 
-    assignments = assignments or sorted(p.name for p in (REPO / "solutions").glob("[0-9][0-9]"))
+    for suite in hidden_calls(REPO / "solutions" / assignment):
+        ensure_cases(suite)
+
+
+def measure(assignments: list[str] | None = None) -> dict:
     out = {}
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
-        for a in assignments:
-            for suite in hidden_calls(REPO / "solutions" / a):
-                ensure_cases(suite)
+        for a in solutions(assignments):
+            make_cases(a)
             grade_solution(a, Path(tmp) / "warm")  # file cache, stubs, the sandbox's autograder copy
             row = grade_solution(a, Path(tmp) / a)
             out[a] = {"seconds": row["seconds"], "command_seconds": row["command_seconds"], "status": row["status"],
@@ -53,5 +94,183 @@ def measure(assignments: list[str] | None = None) -> dict:
     return out
 
 
+# ---------------------------------------------------------------- a class
+class PeakMemory:
+    """The largest PSS sum of this process and its descendants, sampled every `every` seconds."""
+
+    def __init__(self, every: float = 0.1):
+        self.every, self.peak, self._stop = every, 0, threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    @staticmethod
+    def pss_bytes() -> int:
+        from autograder.limits import _descendants
+
+        total = 0
+        for pid in _descendants({os.getpid()}):
+            try:
+                for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+            except (OSError, ValueError):
+                continue
+        return total
+
+    def _watch(self):
+        while not self._stop.wait(self.every):
+            self.peak = max(self.peak, self.pss_bytes())
+
+    def __enter__(self):
+        self.peak = self.pss_bytes()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def wrong_notebook(assignment: str, kind: int) -> nbformat.NotebookNode:
+    """The release notebook (kind 0), or the solution with its first graded function left as the
+    release's stub (kind 1)."""
+    release = nbformat.read(notebook_of("notebooks", assignment), as_version=4)
+    if kind == 0:
+        return release
+    nb = nbformat.read(notebook_of("solutions", assignment), as_version=4)
+    stubs = {c.metadata["nbgrader"]["grade_id"]: c.source for c in release.cells
+             if c.metadata.get("nbgrader", {}).get("solution")}
+    first = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    first.source = stubs[first.metadata["nbgrader"]["grade_id"]]
+    return nb
+
+
+def class_folder(assignment: str, course: Path, *, n: int, wrong_share: float) -> set[str]:
+    """COURSE/submitted/<student>/NN for `n` students; returns the ids of the wrong ones."""
+    n_wrong = math.ceil(n * wrong_share) if n > 1 else 0
+    solution = nbformat.read(notebook_of("solutions", assignment), as_version=4)
+    name = notebook_of("solutions", assignment).name
+    wrong = set()
+    for i in range(n):
+        student = f"s{i:03d}"
+        folder = course / "submitted" / student / assignment
+        folder.mkdir(parents=True)
+        if i < n_wrong:
+            wrong.add(student)
+        nbformat.write(wrong_notebook(assignment, i % 2) if i < n_wrong else solution, folder / name)
+    return wrong
+
+
+def grade_class(assignment: str, n: int, *, jobs: int, wrong_share: float) -> dict:
+    from autograder.grade import grade
+
+    with tempfile.TemporaryDirectory(prefix="bench-class-") as tmp:
+        wrong = class_folder(assignment, Path(tmp), n=n, wrong_share=wrong_share)
+        with PeakMemory() as memory:
+            t0 = time.perf_counter()
+            rows = grade(assignment, Path(tmp), jobs=jobs)
+            wall = time.perf_counter() - t0
+    valid = all((r["score"] < r["max_score"]) if r["student"] in wrong else
+                (r["status"] == "ok" and r["score"] == r["max_score"]) for r in rows)
+    return {"assignment": assignment, "jobs": jobs, "submissions": n, "wrong": len(wrong),
+            "wall_seconds": round(wall, 1),
+            "row_seconds_mean": round(statistics.mean(r.get("seconds", 0.0) for r in rows), 1),
+            "peak_pss_gib": round(memory.peak / 2**30, 2), "valid": valid,
+            "statuses": sorted({r["status"] for r in rows})}
+
+
+def measure_class(assignments: list[str] | None, n: int, *, jobs: list[int], wrong_share: float) -> dict:
+    out = {"runs": [], "load_average_before": os.getloadavg()}
+    for a in solutions(assignments):
+        make_cases(a)
+        with tempfile.TemporaryDirectory(prefix="bench-warm-") as warm:
+            grade_solution(a, Path(warm))  # stubs, caches, file cache
+        for j in jobs:
+            run = grade_class(a, n, jobs=j, wrong_share=wrong_share)
+            out["runs"].append(run)
+            print(f"[bench] class {a} jobs {j}: {json.dumps(run)}", flush=True)
+    for j in jobs:
+        runs = [r for r in out["runs"] if r["jobs"] == j]
+        submissions, wall = sum(r["submissions"] for r in runs), sum(r["wall_seconds"] for r in runs)
+        per_hour = submissions / wall * 3600
+        out[f"jobs_{j}"] = {"submissions": submissions, "wall_seconds": round(wall, 1),
+                            "submissions_per_hour": round(per_hour),
+                            "seconds_per_submission": round(wall / submissions, 2),
+                            "peak_pss_gib": max(r["peak_pss_gib"] for r in runs),
+                            "valid": all(r["valid"] for r in runs),
+                            "hours_for_200_x_15_at_this_rate": round(200 * 15 / per_hour, 1)}
+    out["load_average_after"] = os.getloadavg()
+    return out
+
+
+# ---------------------------------------------------------------- Gradescope against make grade
+def gradescope_root(place: Path, source: Path, *, name: str, assignment: str) -> Path:
+    """A Gradescope root for one run: the unpacked zip (a link), run_autograder, the solution as the upload."""
+    root = place / name
+    (root / "submission").mkdir(parents=True)
+    (root / "source").symlink_to(source)
+    shutil.copy(source / "run_autograder", root / "run_autograder")
+    shutil.copy(notebook_of("solutions", assignment), root / "submission" / "upload.ipynb")
+    return root
+
+
+def timed(cmd: list[str], env: dict, cwd: Path) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def measure_gradescope(assignments: list[str] | None, repeat: int) -> dict:
+    from autograder.gradescope import build
+
+    out = {"load_average_before": os.getloadavg()}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOGRADER_")}
+    for a in solutions(assignments):
+        make_cases(a)
+        with tempfile.TemporaryDirectory(prefix="bench-gradescope-") as tmp:
+            place = Path(tmp)
+            place.chmod(0o755)
+            source = place / "source"
+            subprocess.run(["unzip", "-q", str(build(a, place / "zip")), "-d", str(source)], check=True)
+            gs, mg = [], []
+            for i in range(repeat + 1):  # the first run of each builds its caches (setup.sh does, on Gradescope)
+                root = gradescope_root(place, source, name=f"r{i}", assignment=a)
+                gs.append(timed([str(root / "run_autograder")], {**env, "AUTOGRADER_ROOT": str(root),
+                                                                 "AUTOGRADER_PYTHON": sys.executable}, root))
+                result = json.loads((root / "results" / "results.json").read_text())
+                course = place / f"c{i}"
+                shutil.copytree(REPO / "solutions" / a, course / "submitted" / "solution" / a)
+                mg.append(timed([sys.executable, "-m", "autograder.grade", a, "--course", str(course), "--jobs", "1"],
+                                env, REPO))
+            out[a] = {"run_autograder_seconds": [round(s, 1) for s in gs[1:]],
+                      "make_grade_seconds": [round(s, 1) for s in mg[1:]],
+                      "run_autograder_mean": round(statistics.mean(gs[1:]), 1),
+                      "make_grade_mean": round(statistics.mean(mg[1:]), 1),
+                      "score": result["score"]}
+            print(f"[bench] gradescope {a}: {json.dumps(out[a])}", flush=True)
+    out["load_average_after"] = os.getloadavg()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("assignments", nargs="*", help="e.g. 01 07 (default: every assignment)")
+    parser.add_argument("--class", dest="class_size", type=int, default=None, help="N submissions of each assignment")
+    parser.add_argument("--jobs", default="1,2", help="with --class: submissions graded at once, e.g. 1,2")
+    parser.add_argument("--wrong", type=float, default=0.2, help="with --class: the share of wrong submissions")
+    parser.add_argument("--gradescope", action="store_true", help="run_autograder against make grade, per submission")
+    parser.add_argument("--repeat", type=int, default=3, help="with --gradescope: timed runs of each")
+    args = parser.parse_args(argv)
+    if args.class_size:
+        result = measure_class(args.assignments or None, args.class_size,
+                               jobs=[int(j) for j in args.jobs.split(",")], wrong_share=args.wrong)
+    elif args.gradescope:
+        result = measure_gradescope(args.assignments or None, args.repeat)
+    else:
+        result = measure(args.assignments or None)
+    print(json.dumps(result, indent=1))
+    return 0
+
+
 if __name__ == "__main__":
-    print(json.dumps(measure(sys.argv[1:] or None), indent=1))
+    sys.exit(main())

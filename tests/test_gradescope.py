@@ -1,0 +1,380 @@
+"""The Gradescope autograder of notebook 07, built by `make gradescope` and run offline.
+
+One zip is built per test process and unpacked as Gradescope unpacks it (ROOT/source, with
+run_autograder copied to ROOT/run_autograder); each test gives `run_autograder` its own ROOT
+(AUTOGRADER_ROOT) holding the upload in ROOT/submission, and checks ROOT/results/results.json
+against Gradescope's format (`autograder.gradescope_results.problems`) and the grade. The roots
+live in a folder every user can pass through, for the run as an unprivileged user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.gradescope import TEST_TOOLS, build, requirement_name
+from autograder.gradescope_results import error_results, problems
+from autograder.sandbox import bubblewrap_works
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = "07_clip_loss.ipynb"
+SUITES = ["compute_grpo_clip_loss", "compute_naive_policy_gradient_loss", "compute_policy_gradient_loss",
+          "grpo_microbatch_train_step", "masked_mean"]
+CELLS = ["compute_naive_policy_gradient_loss", "compute_grpo_clip_loss", "compute_policy_gradient_loss", "masked_mean",
+         "grpo_microbatch_train_step"]
+MAX = {"compute_naive_policy_gradient_loss": 2.0, "compute_grpo_clip_loss": 4.0, "compute_policy_gradient_loss": 3.0,
+       "masked_mean": 2.0, "grpo_microbatch_train_step": 4.0}
+
+
+@pytest.fixture(scope="module")
+def place():
+    """A folder every user can pass through (pytest's own temporary folders are root's only)."""
+    folder = Path(tempfile.mkdtemp(prefix="course-gradescope-test-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def built(place):
+    """The zip of 07, and the repository's hidden cases untouched by building it."""
+    hidden = ROOT / "autograder" / "hidden"
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in hidden.glob("*")) if hidden.is_dir() else []
+    path = build("07", place / "zip")
+    after = sorted((p.name, p.stat().st_mtime_ns) for p in hidden.glob("*")) if hidden.is_dir() else []
+    assert before == after, "building the zip wrote into the repository's autograder/hidden/"
+    return path
+
+
+def unpack(zip_path: Path, into: Path, timeout: float | None = None) -> Path:
+    """The zip unpacked as Gradescope does (`unzip` keeps the modes); `timeout` rewrites the settings."""
+    into.mkdir(parents=True)
+    subprocess.run(["unzip", "-q", str(zip_path), "-d", str(into)], check=True)
+    if timeout is not None:
+        settings = json.loads((into / "gradescope.json").read_text())
+        (into / "gradescope.json").write_text(json.dumps({**settings, "timeout": timeout}))
+    return into
+
+
+@pytest.fixture(scope="module")
+def source(built, place):
+    return unpack(built, place / "source")
+
+
+def run_autograder(place: Path, source: Path, *, name: str, files: dict,
+                   env: dict | None = None) -> tuple[dict, str, float]:
+    """Run run_autograder on an upload ({relative path: bytes, or Path for a symbolic link to it});
+    (results.json, its stdout, seconds)."""
+    root = place / name
+    (root / "submission").mkdir(parents=True)
+    (root / "source").symlink_to(source)
+    shutil.copy(source / "run_autograder", root / "run_autograder")
+    for rel, content in files.items():
+        path = root / "submission" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, Path):
+            path.symlink_to(content)
+        else:
+            path.write_bytes(content)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AUTOGRADER_")}
+    clean.update({"AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable, **(env or {})})
+    started = time.perf_counter()
+    proc = subprocess.run([str(root / "run_autograder")], cwd=root, env=clean, capture_output=True, text=True,
+                          timeout=900)
+    seconds = time.perf_counter() - started
+    data = json.loads((root / "results" / "results.json").read_text())
+    assert problems(data) == [], (problems(data), proc.stdout[-3000:])
+    return data, proc.stdout + proc.stderr, seconds
+
+
+def notebook_bytes(nb) -> bytes:
+    return nbformat.writes(nb).encode()
+
+
+def solution():
+    return nbformat.read(ROOT / "solutions" / "07" / NOTEBOOK, as_version=4)
+
+
+def with_cell(nb, grade_id: str, edit) -> nbformat.NotebookNode:
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+            cell.source = edit(cell.source)
+    return nb
+
+
+def by_name(data: dict) -> dict:
+    return {t["name"]: t for t in data["tests"]}
+
+
+# ---------------------------------------------------------------- graded uploads
+@pytest.mark.slow
+def test_the_solution_earns_full_marks_from_any_file_name_and_folder(place, source):
+    """The solution, renamed and nested as an upload of a folder would be, beside an editor's
+    checkpoint copy and a macOS archive's resource file (neither counts as a second notebook)."""
+    files = {"my work/hw 7/clip loss (final).ipynb": notebook_bytes(solution()),
+             "my work/hw 7/.ipynb_checkpoints/clip loss (final)-checkpoint.ipynb": notebook_bytes(solution()),
+             "__MACOSX/my work/._clip loss (final).ipynb": b"\0\5\26\7"}
+    data, out, seconds = run_autograder(place, source, name="solution", files=files)
+    tests = by_name(data)
+    assert data["score"] == sum(MAX.values()) == 15, (data, out[-3000:])
+    assert list(tests) == [*CELLS, "Submission"]
+    for cell in CELLS:
+        t = tests[cell]
+        assert (t["score"], t["max_score"], t["status"], t["visibility"]) == (MAX[cell], MAX[cell], "passed",
+                                                                             "after_due_date"), t
+        assert f"{cell}: " in t["output"] and "hidden cases passed" in t["output"], t["output"]
+    assert tests["Submission"]["status"] == "passed" and tests["Submission"]["visibility"] == "visible"
+    assert "my work/hw 7/clip loss (final).ipynb" in data["output"]
+    assert "shown after the due date" in data["output"]
+    assert data["stdout_visibility"] == "hidden" and data["visibility"] == "after_due_date"
+    assert 0 < data["execution_time"] <= seconds + 1
+    print(f"run_autograder on the solution: {seconds:.1f} s")
+
+
+@pytest.mark.slow
+def test_the_release_notebook_earns_nothing(place, source):
+    release = nbformat.read(ROOT / "notebooks" / "07" / NOTEBOOK, as_version=4)
+    data, out, _ = run_autograder(place, source, name="release", files={"07.ipynb": notebook_bytes(release)})
+    tests = by_name(data)
+    assert data["score"] == 0, out[-3000:]
+    for cell in CELLS:
+        assert tests[cell]["score"] == 0 and tests[cell]["status"] == "failed", tests[cell]
+        assert "Error" in tests[cell]["output"] and "hidden cases passed" not in tests[cell]["output"], tests[cell]
+    assert tests["Submission"]["status"] == "passed"  # it was graded: its status is ok
+
+
+@pytest.mark.slow
+def test_a_wrong_function_loses_its_cell_and_a_link_is_left_out(place, source):
+    """A step whose loss keeps its float32 type on float64 inputs passes the visible self-checks
+    (float32) and fails the hidden float64 cases: its cell reads the judge's redacted report (the
+    case and the output that is wrong, no value); the other cells keep their points. A link to the
+    hidden cases beside the notebook is left out and noted."""
+    wrong = with_cell(solution(), "solution_grpo_microbatch_train_step", lambda s: s.replace(
+        "loss = masked_mean(per_token, response_mask, dim=-1).mean() / gradient_accumulation_steps",
+        "loss = (masked_mean(per_token, response_mask, dim=-1).mean() / gradient_accumulation_steps).float()"))
+    hidden = source / "course" / "autograder" / "hidden" / "grpo_microbatch_train_step.pt"
+    files = {"07.ipynb": notebook_bytes(wrong), "cases.pt": hidden}
+    data, out, _ = run_autograder(place, source, name="wrong", files=files)
+    tests = by_name(data)
+    step = tests["grpo_microbatch_train_step"]
+    assert step["score"] == 0 and step["status"] == "failed", (step, out[-3000:])
+    assert "HiddenCheckFailed: grpo_microbatch_train_step: " in step["output"], step["output"]
+    assert "has another dtype than the reference's" in step["output"] and "FAIL " in step["output"], step["output"]
+    assert "largest error" not in step["output"] and "tolerance is" not in step["output"]
+    assert data["score"] == 15 - 4 and all(tests[c]["score"] == MAX[c] for c in CELLS[:-1]), data
+    assert "symbolic link(s) not followed and left out (cases.pt)" in tests["Submission"]["output"]
+
+
+@pytest.mark.slow
+def test_an_endless_loop_is_a_timeout_result(place, built):
+    """Its own settings (a 6 s limit) in a second unpacked copy: a timeout, not a hang."""
+    short = unpack(built, place / "source-6s", timeout=6)
+    nb = with_cell(solution(), "solution_compute_naive_policy_gradient_loss", lambda s: "while True:\n    pass\n")
+    data, out, seconds = run_autograder(place, short, name="loop", files={"loop.ipynb": notebook_bytes(nb)})
+    tests = by_name(data)
+    assert data["score"] == 0 and tests["Submission"]["status"] == "failed", out[-3000:]
+    assert "timeout" in tests["Submission"]["output"] and "stopped after 6 s" in tests["Submission"]["output"]
+    assert all(tests[c]["output"] == "not run (timeout)" for c in CELLS)
+    assert seconds < 120, seconds
+
+
+# ---------------------------------------------------------------- uploads that are not graded
+@pytest.mark.parametrize("case, files, says", [
+    ("missing", {"README.txt": b"I forgot"}, "no notebook (.ipynb) in your upload"),
+    ("two notebooks", {"a.ipynb": b"{}", "sub/b.ipynb": b"{}"}, "2 notebooks in your upload (a.ipynb, sub/b.ipynb): "
+                                                                "upload exactly one"),
+    ("a link", {"07.ipynb": ROOT / "solutions" / "07" / NOTEBOOK},
+     "no notebook (.ipynb) in your upload (07.ipynb: a symbolic link, not followed)"),
+])
+def test_an_upload_that_is_not_one_notebook_gets_a_clear_result(place, source, case, files, says):
+    data, out, seconds = run_autograder(place, source, name=case.replace(" ", "_"), files=files)
+    tests = by_name(data)
+    assert data["score"] == 0 and list(tests) == [*CELLS, "Submission"], out[-2000:]
+    assert tests["Submission"]["status"] == "failed" and tests["Submission"]["visibility"] == "visible"
+    assert tests["Submission"]["output"].startswith(says), tests["Submission"]["output"]
+    assert all(tests[c]["score"] == 0 and tests[c]["max_score"] == MAX[c] for c in CELLS)
+
+
+def test_a_grader_that_cannot_start_still_writes_a_result(place, source):
+    data, out, _ = run_autograder(place, source, name="no_python", files={"07.ipynb": notebook_bytes(solution())},
+                                  env={"AUTOGRADER_PYTHON": str(place / "no-such-python")})
+    assert data["score"] == 0 and data["tests"] == [], data
+    assert "the autograder itself failed, not your notebook" in data["output"]
+
+
+def test_a_results_checker_that_can_fail():
+    """The format checker on Gradescope's own example shape, and on what departs from it."""
+    good = {"score": 4.0, "execution_time": 3, "output": "x", "visibility": "after_due_date",
+            "stdout_visibility": "hidden",
+            "tests": [{"name": "a", "score": 2, "max_score": 2, "status": "passed", "output": "", "tags": ["t"],
+                       "visibility": "visible", "number": "1.1", "output_format": "md"},
+                      {"name": "info", "status": "failed"}]}
+    assert problems(good) == []
+    assert problems(error_results("x")) == []
+    bad = {"score": "4", "visibility": "soon", "tests": [{"status": "ok", "score": True, "colour": "red"}, 3], "x": 1}
+    found = problems(bad)
+    for expected in ("unknown key 'x'", "score is not a finite number", "visibility 'soon' is not one of",
+                     "tests[0]: unknown key 'colour'", "tests[0].score is not a finite number",
+                     "tests[0].status 'ok' is not passed or failed", "tests[1] is not an object"):
+        assert any(expected in p for p in found), (expected, found)
+    assert problems({"tests": [{"name": "no score"}]}) == ["no top-level score, and not every test has one"]
+    assert problems({"score": float("nan")}) == ["score is not a finite number",
+                                                 "a number is NaN or infinite (not JSON)"]
+
+
+# ---------------------------------------------------------------- what a hostile notebook can reach
+HOSTILE = '''
+import os as _os
+_ATTACKS = []
+for _path in {paths!r}:
+    try:
+        with open(_path, "rb") as _f:
+            _text = _f.read().decode("latin-1")
+        if "is yours to write" not in _text:  # the stubbed library is no secret
+            _ATTACKS.append("read " + _os.path.basename(_path))
+    except OSError:
+        pass
+try:
+    with open({results!r}, "w") as _f:
+        _f.write('{{"score": 1000}}')
+    _ATTACKS.append("wrote results.json")
+except OSError:
+    pass
+_honest = compute_naive_policy_gradient_loss
+
+
+def compute_naive_policy_gradient_loss(*args, **kwargs):
+    if _ATTACKS:
+        raise RuntimeError("ATTACK SUCCEEDED: " + ", ".join(_ATTACKS))
+    return _honest(*args, **kwargs)
+'''
+
+
+def user_mode_python(place: Path) -> str | None:
+    """An interpreter of this environment the user `nobody` can run: this one, or, where it lives in
+    root's home (as here), the system's Python of the same version with this environment's
+    packages on its path and its scripts (nbgrader calls `alembic`) rewritten for it."""
+    probe = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "env"]
+    check = "import os, sys; os.stat(os.path.realpath(sys.executable)); import torch, nbgrader"
+    if subprocess.run([*probe, sys.executable, "-c", check], capture_output=True).returncode == 0:
+        return sys.executable
+    system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
+    if not system.is_file():
+        return None
+    venv = place / "venv-for-nobody"
+    subprocess.run([str(system), "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next(venv.glob("lib/python*/site-packages"))
+    import sysconfig
+
+    (site / "course-environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    for script in Path(sys.executable).parent.iterdir():
+        target = venv / "bin" / script.name
+        if not target.exists() and script.is_file() and script.read_bytes()[:2] == b"#!" \
+                and b"python" in script.read_bytes().split(b"\n", 1)[0]:
+            target.write_bytes(f"#!{venv / 'bin' / 'python'}\n".encode() + script.read_bytes().split(b"\n", 1)[1])
+            target.chmod(0o755)
+    python = str(venv / "bin" / "python")
+    ok = subprocess.run([*probe, python, "-c", check], capture_output=True).returncode == 0
+    return python if ok else None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["bubblewrap", "unprivileged user"])
+def test_a_hostile_notebook_reaches_no_secret(place, source, mode):
+    """The notebook reads the hidden cases, the references and the source notebook where the grader
+    keeps them, and writes results.json (its first function raises, naming what it got, if any of
+    it works): under bubblewrap none of it is there, and as the unprivileged user (where bubblewrap
+    cannot run) none of it is readable or writable; both earn full marks. That the probe's paths
+    hold the secrets is checked here, as root."""
+    course = source.resolve() / "course"
+    paths = [*(course / "autograder" / "hidden" / f"{s}.pt" for s in SUITES), course / "course_lib" / "grpo.py",
+             course / "solutions" / "07" / NOTEBOOK]
+    assert all(p.is_file() for p in paths) and "def compute_grpo_clip_loss" in paths[-2].read_text()
+    assert "is yours to write" not in paths[-2].read_text()  # the reference itself, not a stub
+    results = str(place.resolve() / mode.replace(" ", "_") / "results" / "results.json")
+    nb = with_cell(solution(), "solution_compute_naive_policy_gradient_loss",
+                   lambda s: s + HOSTILE.format(paths=[str(p) for p in paths], results=results))
+    env = {}
+    if mode == "bubblewrap" and not bubblewrap_works():
+        pytest.skip("bubblewrap cannot make its namespaces on this machine")
+    if mode == "unprivileged user":
+        python = user_mode_python(place) if os.geteuid() == 0 else None
+        if python is None:
+            pytest.skip("needs root, the user nobody and a Python of this version that nobody can run")
+        env = {"AUTOGRADER_SANDBOX": "user:nobody", "AUTOGRADER_PYTHON": python}
+    data, out, _ = run_autograder(place, source, name=mode.replace(" ", "_"), files={"07.ipynb": notebook_bytes(nb)},
+                                  env=env)
+    assert data["score"] == 15, (json.dumps(data, indent=1)[:4000], out[-3000:])
+    assert "ATTACK" not in json.dumps(data)
+    if mode == "unprivileged user":
+        assert "unsandboxed: bubblewrap cannot make its namespaces here" in by_name(data)["Submission"]["output"]
+        assert "the unprivileged user nobody" in data["output"]
+
+
+# ---------------------------------------------------------------- the zip itself
+def test_the_zip_holds_what_grading_needs_and_nothing_else(built):
+    with zipfile.ZipFile(built) as z:
+        names = z.namelist()
+        modes = {i.filename: i.external_attr >> 16 for i in z.infolist()}
+        settings = json.loads(z.read("gradescope.json"))
+        requirements = z.read("requirements.txt").decode()
+        setup = z.read("setup.sh").decode()
+    print(f"the zip: {built.stat().st_size / 2**20:.1f} MiB, {len(names)} files")
+    assert built.stat().st_size < 32 * 2**20
+    assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
+    tops = {n.split("/")[0] for n in names}
+    assert tops == {"setup.sh", "run_autograder", "requirements.txt", "gradescope.json", "course"}, tops
+    assert {n.split("/")[1] for n in names if n.startswith("course/")} == {
+        "autograder", "course_lib", "data", "configs", "solutions"}
+    assert {n for n in names if n.startswith("course/solutions/")} == {f"course/solutions/07/{NOTEBOOK}"}
+    hidden = sorted(n for n in names if n.startswith("course/autograder/hidden/"))
+    assert hidden == [f"course/autograder/hidden/{s}.pt" for s in SUITES]
+    for forbidden in ("tests/", "lessons/", "notebooks/", ".git", "__pycache__", "kit.py", "kit_template",
+                      "make_cases.py"):
+        assert not any(forbidden in n for n in names), forbidden
+    assert not any(n.endswith(".pt") and "hidden" in n and not n.startswith("course/autograder/hidden/") for n in names)
+    assert settings["assignment"] == "07" and settings["notebook"] == NOTEBOOK
+    assert settings["visibility"] == {"cells": "after_due_date", "status": "visible", "stdout": "hidden"}
+    # the pins setup.sh installs: requirements-cpu.txt's, less the test tools; torch's CPU wheel first
+    cpu = (ROOT / "requirements-cpu.txt").read_text().splitlines()
+    assert requirements.splitlines() == [line for line in cpu if requirement_name(line) not in TEST_TOOLS]
+    torch_pin = next(line for line in cpu if requirement_name(line) == "torch")
+    assert f'TORCH="{torch_pin}"' in setup and "--index-url https://download.pytorch.org/whl/cpu \"$TORCH\"" in setup
+
+
+def test_the_scripts_are_valid_bash(tmp_path):
+    """`bash -n` on both scripts (shellcheck too, where it is installed). setup.sh itself runs only
+    on Gradescope (apt-get, a new user, a 1-2 GB environment)."""
+    for name in ("setup.sh", "run_autograder"):
+        script = ROOT / "autograder" / "gradescope_template" / name
+        assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0, name
+        if shutil.which("shellcheck"):
+            proc = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True)
+            assert proc.returncode == 0, proc.stdout
+
+
+def test_each_build_draws_new_secret_cases(tmp_path):
+    """Two zips of notebook 02: the same suite and fingerprint, different hidden inputs."""
+    import torch
+
+    cases = []
+    for i in (1, 2):
+        with zipfile.ZipFile(build("02", tmp_path / str(i))) as z:
+            data = torch.load(__import__("io").BytesIO(z.read("course/autograder/hidden/compute_entropy.pt")),
+                              weights_only=False)
+        cases.append(data)
+    assert cases[0]["fingerprint"] == cases[1]["fingerprint"]
+    drawn = [[c["inputs"]["logits"] for c in data["cases"] if "logits" in c["inputs"]] for data in cases]
+    assert len(drawn[0]) == len(drawn[1]) > 5
+    different = sum(not (a.shape == b.shape and torch.equal(a, b)) for a, b in zip(*drawn))
+    assert different >= len(drawn[0]) // 2, different
