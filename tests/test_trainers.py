@@ -54,6 +54,17 @@ def test_sft_uses_injected_functions_and_learns(tok):
     assert all(m["grad_norm"] >= 0 and "lr" in m for m in train)
 
 
+def test_sft_evaluates_through_the_configured_engine(tok):
+    """The config's `engine` is what SFT's evaluation samples with (it was ignored: always the fast engine, so the
+    GPU config's vLLM and its share of the GPU did nothing, and 1319 evaluation rows got one preallocated cache)."""
+    kw = dict(model=random_qwen2(tok), tokenizer=tok, train_data=problems(4), steps=1, batch_size=4,
+              eval_max_tokens=4, progress=False)
+    with pytest.raises(ValueError, match="unknown rollout engine 'nope'"):
+        train_sft(eval_data=problems(2, "test"), engine="nope", **kw)
+    assert train_sft(eval_data=problems(2, "test"), engine="hf", **kw).eval["n"] == 2
+    assert train_sft(eval_data=[], engine="nope", **kw).eval is None  # no evaluation, no engine
+
+
 def test_gradient_accumulation_matches_full_batch(tok):
     """One optimizer step with 4 micro-batches lands where one full batch of 8 lands."""
     data = problems(8)
