@@ -356,3 +356,24 @@ def test_expert_iteration_trains_only_on_what_the_evaluator_grades_correct(tok):
     assert history[1]["kept"] <= history[1]["correct_samples"] and history[1]["sft_steps"] > 0
     assert trained_on and set(trained_on) <= set(sampled_correct), "SFT saw a response the evaluator did not grade correct"
     assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_response_entropies_bound_the_logits_of_each_forward(tok):
+    """`log_generations` scores its responses with the policy's own forward: the rows of one forward are cut to a
+    logits budget (64 rows of 1,200 tokens of Qwen2.5's vocabulary were 23 GB), with the same entropies."""
+    from course_lib.gsm8k import gsm8k_to_r1_zero
+    from course_lib.training.evaluation import response_entropies
+
+    model = random_qwen2(tok)
+    records = [gsm8k_to_r1_zero(p) for p in problems(5)]
+    prompts, responses = [r["prompt"] for r in records], [r["output"] for r in records]
+    width = tokenize_prompt_and_output(prompts, responses, tok)["input_ids"].shape[1]
+    seen = []
+    hook = model.register_forward_pre_hook(lambda module, args: seen.append(args[0].shape[0]))
+    whole = response_entropies(model, tok, prompts, responses)
+    assert seen == [5]
+    seen.clear()
+    cut = response_entropies(model, tok, prompts, responses, max_logit_elements=2 * width * len(tok))
+    hook.remove()
+    assert seen == [2, 2, 1]
+    assert cut == pytest.approx(whole, rel=1e-5)
