@@ -15,7 +15,8 @@ Evaluation (every `eval_every` steps and at the end) samples through the config'
 
 Several GPUs: launched with `torchrun --nproc_per_node N -m course_lib.training sft ...`, each
 process holds the policy (DistributedDataParallel) and takes every N-th example of each batch;
-rank 0 logs, evaluates and saves.
+rank 0 logs, evaluates and saves. Its evaluation cannot be vLLM's (a vLLM engine started inside
+torchrun's process group hangs): such a run is refused before it starts.
 
 `expert_iteration` (notebook 05) is SFT on the model's own correct samples: sample, keep what the
 reward grades correct, SFT on it with `train_sft`, repeat.
@@ -148,6 +149,10 @@ def train_sft(
         eval_data = eval_examples_for(cfg) if cfg.eval_examples != 0 else []
     steps = cfg.steps if cfg.steps is not None else max(1, math.ceil(cfg.epochs * len(examples) / cfg.batch_size))
     output_dir = cfg.output_dir if main_process else None
+    if world > 1 and cfg.engine == "vllm" and eval_data:  # every rank decides alike: none is left waiting
+        raise ValueError("engine 'vllm' cannot evaluate data-parallel SFT: a vLLM engine started inside torchrun's "
+                         "process group hangs (seen with vLLM 0.32); evaluate with engine=fast (and "
+                         "eval_batch_size=64), or set eval_examples=0 and run the eval command afterwards")
     # made before the optimizer's states exist: vLLM takes its share of the GPU first
     engine = _eval_engine(cfg, model, tokenizer) if main_process and eval_data else None
     if cfg.gradient_checkpointing:
