@@ -2,6 +2,8 @@
 
     python benchmarks/gpu_memory.py          # about 15 s on a CPU: prints the markdown table
 
+and, last, the share of bfloat16 weights one AdamW step changes (the trainers keep their states in bfloat16).
+
 Each config as shipped (`configs/*_qwen2.5_math_1.5b_gsm8k.yaml`), on one GPU (vLLM sharing it with its
 `gpu_memory_utilization`; the README's one-GPU setting 0.3 for training, the eval config's 0.85) and, for GRPO and
 PPO, on two (the policy's GPU; vLLM has the other). The parts are `course_lib.training.memory.config_memory`'s: the
@@ -42,6 +44,22 @@ def rows():
     return out
 
 
+def bfloat16_steps_kept(lrs=(1e-6, 1e-5, 2e-5), n: int = 1_000_000) -> dict:
+    """The share of bfloat16 weights (N(0, 0.02), the stand-in's initialisation) that one AdamW step of each
+    learning rate changes at all: an update below half a unit in the last place rounds away."""
+    import torch
+
+    out = {}
+    for lr in lrs:
+        gen = torch.Generator().manual_seed(0)
+        weights = (torch.randn(n, generator=gen) * 0.02).to(torch.bfloat16).requires_grad_()
+        start = weights.detach().clone()
+        weights.grad = torch.randn(n, generator=gen).to(torch.bfloat16)
+        torch.optim.AdamW([weights], lr=lr, betas=(0.9, 0.95), weight_decay=0.0).step()
+        out[lr] = float((weights.detach() != start).float().mean())
+    return out
+
+
 def main() -> int:
     from course_lib.training.memory import GB, Shape, config_memory, saved_bytes_per_token, total
     from course_lib.world.stand_in import load_shape
@@ -52,7 +70,7 @@ def main() -> int:
           f"bytes per token per layer and {per_token['outside']:,.0f} outside the layers (logits apart), counted on "
           f"the CPU; SFT rows {SFT_TOKENS} tokens, RL rows {PROMPT_TOKENS} + sampling_max_tokens (assumed).\n")
     print("| config, GPU | weights | gradients | AdamW | reference | activations (other checkpointing) "
-          "| logits + gradient | vLLM | total on 80 GB | total on 141 GB |")
+          "| logits (+ gradient) | vLLM on 80 / 141 GB | total on 80 GB | total on 141 GB |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for label, kind, cfg, sequence, shared in rows():
         parts = {gpu: config_memory(cfg, shape, per_token, sequence, gpu if shared else None, kind) for gpu in GPUS_GB}
@@ -65,6 +83,9 @@ def main() -> int:
         vllm = " / ".join(f"{parts[g]['vllm'] / GB:.1f}" for g in GPUS_GB) if shared else "its own GPU"
         print(f"| {label} | {gb('weights')} | {gb('gradients')} | {gb('adamw')} | {gb('reference')} | {acts} "
               f"| {gb('logits')} | {vllm} | {total(parts[80]) / GB:.1f} | {total(parts[141]) / GB:.1f} |")
+    kept = bfloat16_steps_kept()
+    print("\nOne AdamW step on a million bfloat16 weights of spread 0.02 changes "
+          + ", ".join(f"{share:.1%} of them at lr {lr:g}" for lr, share in kept.items()) + " (on this CPU).")
     return 0
 
 
