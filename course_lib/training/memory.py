@@ -7,8 +7,8 @@ The activations are *counted*, not guessed: `saved_bytes_per_token` runs the rea
 model's width (one and two layers, so that the difference is one layer) in the model's dtype with sdpa attention on
 the CPU, through the course's `get_response_log_probs`, and adds up the distinct storages autograd saves for the
 backward (parameters excluded). A layer under gradient checkpointing keeps only its input, (T, hidden) in the
-model's dtype, and the backward recomputes one layer at a time; flash-attention on a GPU saves what sdpa's
-memory-efficient kernels save (q, k, v, the output and the log-sum-exp), not a (T, T) matrix. What is not counted:
+model's dtype, and the backward recomputes one layer at a time. The CPU's sdpa keeps no (T, T) matrix (the count
+per token is the same at 64 and at 256 tokens), as flash-attention on a GPU keeps none. What is not counted:
 the allocator's fragmentation and reserve, CUDA's context, the transient buffers of one operation, vLLM's own
 profiling. `python benchmarks/gpu_memory.py` prints the table the README shows.
 """
