@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
+import shlex
 import subprocess
 import sys
 
@@ -78,6 +80,29 @@ def test_every_stage_config_loads_with_its_overrides(mode):
     assert out["configs_loaded"] == {"sft": "SFTConfig", "resume": "SFTConfig", "grpo": "GRPOConfig",
                                      "grpo_kl": "GRPOConfig", "ppo": "PPOConfig", "eval": "EvalConfig"}
     assert out["mode"] == ("rehearsal" if mode else "gpu")
+
+
+def test_the_readme_gpu_commands_load_their_configs():
+    """Each command of the README's GPU section, parsed as the command line parses it: its config loads with its
+    overrides, on a GPU device, and none asks for what a trainer refuses (vLLM under torchrun; vLLM's settings
+    for the fast engine)."""
+    from course_lib.training.config import load_config
+
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### On GPUs"):readme.index("### Rollouts with vLLM")]
+    lines = [line for block in re.findall(r"```bash\n(.*?)```", section, re.S) for line in block.splitlines()
+             if "course_lib.training" in line]
+    assert len(lines) == 7, lines
+    for line in lines:
+        words = shlex.split(line.split("#")[0])
+        rest = words[words.index("course_lib.training") + 1:]
+        kind, config = rest[0], rest[rest.index("--config") + 1]
+        cfg = load_config(kind, REPO / config, [w for w in rest[1:] if "=" in w and not w.startswith("--")])
+        assert cfg.device.startswith("cuda"), line
+        if words[0] == "torchrun":
+            assert kind == "sft" and cfg.engine != "vllm", line
+        if cfg.engine != "vllm":
+            assert not cfg.engine_kwargs, line
 
 
 def test_without_a_gpu_the_script_says_to_rehearse():

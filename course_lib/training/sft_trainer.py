@@ -95,8 +95,9 @@ def _eval_engine(cfg: SFTConfig, model, tokenizer, eval_data: list, rank: int, w
         return None
     if world > 1 and cfg.engine == "vllm":
         raise ValueError("engine 'vllm' cannot evaluate data-parallel SFT: a vLLM engine started inside torchrun's "
-                         "process group hangs (seen with vLLM 0.32); evaluate with engine=fast (and "
-                         "eval_batch_size=64), or set eval_examples=0 and run the eval command afterwards")
+                         "process group hangs (seen with vLLM 0.32); evaluate with engine=fast "
+                         "'engine_kwargs={}' eval_batch_size=64, or set eval_examples=0 and run the eval command "
+                         "afterwards")
     if rank != 0:
         return None
     kwargs = dict(cfg.engine_kwargs or {})
