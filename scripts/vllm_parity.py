@@ -116,7 +116,7 @@ def compare(hf, vl, model=None, tokenizer=None) -> dict:
         if model is not None and k < min(len(a.token_ids), len(b.token_ids)):
             ids = tokenizer(a.prompt, add_special_tokens=False)["input_ids"] + a.token_ids[:k]
             with torch.no_grad():
-                logits = model(torch.tensor([ids])).logits[0, -1].float()
+                logits = model(torch.tensor([ids], device=model.device)).logits[0, -1].float()
             top = logits.topk(2)
             info["hf_top2_margin"] = float(top.values[0] - top.values[1])
             info["margin_hf_vs_vllm_token"] = float(logits[a.token_ids[k]] - logits[b.token_ids[k]])
@@ -128,7 +128,7 @@ def check_synced_tensors(engine, model) -> dict:
     """vLLM's own tensors (fused q/k/v and gate/up) against the module's, max abs difference."""
     import torch
 
-    mine = model.state_dict()
+    mine = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}  # vLLM's copies come back on the CPU
     theirs = engine.state_dict()
     worst = 0.0
     checked = 0

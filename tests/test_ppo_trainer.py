@@ -129,3 +129,43 @@ def test_a_kl_penalty_goes_into_the_per_token_reward(tok):
     # with lam = gamma = 1 and V = 0 a token's return is the reward less 0.025 for it and every token after it
     to_go = mask.flip(-1).cumsum(-1).flip(-1).float()
     torch.testing.assert_close(penalised["returns"], torch.where(mask, plain["returns"] - 0.025 * to_go, 0.0))
+
+
+class CountingEngine:
+    """A real engine, counting the trainer's calls to it."""
+
+    def __init__(self, engine):
+        self.engine, self.calls = engine, []
+
+    def generate(self, prompts, params):
+        self.calls.append("generate")
+        return self.engine.generate(prompts, params)
+
+    def load_weights(self, model):
+        self.calls.append("load_weights")
+        self.engine.load_weights(model)
+
+
+def test_an_engine_object_reaches_the_loop_and_an_engine_name_is_a_setting(tok):
+    """`engine` is a config field (a name) and train_grpo's keyword (an object): an object must not become the
+    config's engine name (it did: 'unknown rollout engine <FastEngine object>')."""
+    model = random_qwen2(tok)
+    engine = CountingEngine(make_engine("fast", model, tok))
+    train_ppo(small_ppo(n_grpo_steps=1), model=model, tokenizer=tok, train_data=problems(8), eval_data=[],
+              progress=False, reward_fn=odd_length_reward, engine=engine)
+    assert engine.calls == ["load_weights", "generate", "load_weights"]
+    with pytest.raises(ValueError, match="unknown rollout engine 'nope'"):
+        train_ppo(small_ppo(n_grpo_steps=1), model=model, tokenizer=tok, train_data=problems(8), eval_data=[],
+                  progress=False, engine="nope")
+
+
+def test_gradient_checkpointing_covers_the_critic(tok):
+    """The critic's backbone, copied before the policy's checkpointing is switched on, gets its own."""
+    model = random_qwen2(tok)
+    critic = Critic(model)
+    seen = []
+    train_ppo(small_ppo(n_grpo_steps=1, gradient_checkpointing=True), model=model, tokenizer=tok, critic=critic,
+              train_data=problems(8), eval_data=[], progress=False, reward_fn=odd_length_reward,
+              on_step=lambda record: seen.append((model.is_gradient_checkpointing,
+                                                  critic.backbone.is_gradient_checkpointing)))
+    assert seen == [(True, True)]

@@ -99,3 +99,12 @@ def test_sampling_params_are_checked():
         SamplingParams(top_p=0)
     with pytest.raises(ValueError):
         SamplingParams(n=0)
+
+
+def test_an_engine_refuses_the_settings_of_another_by_name(model, tok):
+    """A GPU config's vLLM `engine_kwargs` with `engine=fast` or `engine=hf` was a TypeError from the engine's
+    constructor; it names the setting and what to do."""
+    for name in ("fast", "hf"):
+        with pytest.raises(ValueError, match=r"engine '(fast|hf)' takes no gpu_memory_utilization .*engine_kwargs=\{\}"):
+            make_engine(name, model, tok, gpu_memory_utilization=0.3)
+        assert make_engine(name, model, tok, batch_size=3).batch_size == 3

@@ -54,6 +54,17 @@ def test_sft_uses_injected_functions_and_learns(tok):
     assert all(m["grad_norm"] >= 0 and "lr" in m for m in train)
 
 
+def test_sft_evaluates_through_the_configured_engine(tok):
+    """The config's `engine` is what SFT's evaluation samples with (it was ignored: always the fast engine, so the
+    GPU config's vLLM and its share of the GPU did nothing, and 1319 evaluation rows got one preallocated cache)."""
+    kw = dict(model=random_qwen2(tok), tokenizer=tok, train_data=problems(4), steps=1, batch_size=4,
+              eval_max_tokens=4, progress=False)
+    with pytest.raises(ValueError, match="unknown rollout engine 'nope'"):
+        train_sft(eval_data=problems(2, "test"), engine="nope", **kw)
+    assert train_sft(eval_data=problems(2, "test"), engine="hf", **kw).eval["n"] == 2
+    assert train_sft(eval_data=[], engine="nope", **kw).eval is None  # no evaluation, no engine
+
+
 def test_gradient_accumulation_matches_full_batch(tok):
     """One optimizer step with 4 micro-batches lands where one full batch of 8 lands."""
     data = problems(8)
@@ -345,3 +356,24 @@ def test_expert_iteration_trains_only_on_what_the_evaluator_grades_correct(tok):
     assert history[1]["kept"] <= history[1]["correct_samples"] and history[1]["sft_steps"] > 0
     assert trained_on and set(trained_on) <= set(sampled_correct), "SFT saw a response the evaluator did not grade correct"
     assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_response_entropies_bound_the_logits_of_each_forward(tok):
+    """`log_generations` scores its responses with the policy's own forward: the rows of one forward are cut to a
+    logits budget (64 rows of 1,200 tokens of Qwen2.5's vocabulary were 23 GB), with the same entropies."""
+    from course_lib.gsm8k import gsm8k_to_r1_zero
+    from course_lib.training.evaluation import response_entropies
+
+    model = random_qwen2(tok)
+    records = [gsm8k_to_r1_zero(p) for p in problems(5)]
+    prompts, responses = [r["prompt"] for r in records], [r["output"] for r in records]
+    width = tokenize_prompt_and_output(prompts, responses, tok)["input_ids"].shape[1]
+    seen = []
+    hook = model.register_forward_pre_hook(lambda module, args: seen.append(args[0].shape[0]))
+    whole = response_entropies(model, tok, prompts, responses)
+    assert seen == [5]
+    seen.clear()
+    cut = response_entropies(model, tok, prompts, responses, max_logit_elements=2 * width * len(tok))
+    hook.remove()
+    assert seen == [2, 2, 1]
+    assert cut == pytest.approx(whole, rel=1e-5)

@@ -33,8 +33,12 @@ def make_engine(name: str, model: torch.nn.Module, tokenizer, **kw) -> RolloutEn
     """The rollout engine called `name`: "fast" (the default), "hf" or "vllm" (needs vLLM).
 
     "fast" runs Qwen2 and Llama models; for any other architecture it says so on stderr and
-    returns an `HFEngine`, which runs every causal LM.
+    returns an `HFEngine`, which runs every causal LM. The fast and HF engines take only `batch_size`:
+    another keyword (a config's vLLM `engine_kwargs` left in place) is refused by name.
     """
+    if name in ("fast", "hf") and set(kw) - {"batch_size"}:
+        raise ValueError(f"engine {name!r} takes no {', '.join(sorted(set(kw) - {'batch_size'}))} (vLLM's settings?): "
+                         f"set engine_kwargs={{}} with engine={name}")
     if name == "fast":
         try:
             check_supported(model)

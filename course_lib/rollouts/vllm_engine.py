@@ -95,8 +95,10 @@ class VLLMEngine:
     tokenizer)` does). `tokenizer` is a tokenizer folder or object; None means the model folder's.
 
     Knobs (all passed on to `vllm.LLM`):
-    - `dtype`: "auto" takes the checkpoint's (bfloat16 for Qwen2.5-Math-1.5B, float32 for the
-      tiny model); the CPU build accepts float32, bfloat16 and float16.
+    - `dtype`: for a module, "auto" is the module's own dtype, so that the engine samples the policy it holds
+      in the policy's precision; for a folder or hub id, vLLM's "auto": the checkpoint's bfloat16 or float16,
+      but a float32 checkpoint is *downcast* to 16 bits (bfloat16 on this CPU build): pass "float32" to keep it.
+      The CPU build accepts float32, bfloat16 and float16.
     - `gpu_memory_utilization`: the GPU memory fraction vLLM may take for weights plus KV cache;
       when the policy trains on the same GPU, leave it room (0.3-0.5 for a 1.5B policy on one
       80 GB GPU). Ignored on a CPU, where `cpu_kv_cache_gib` sizes the KV cache instead.
@@ -128,6 +130,8 @@ class VLLMEngine:
         if isinstance(model, torch.nn.Module):
             if tokenizer is None or isinstance(tokenizer, (str, os.PathLike)):
                 raise ValueError("building a VLLMEngine from a module needs its tokenizer object")
+            if dtype == "auto":  # vLLM's "auto" would downcast a float32 policy to 16 bits: sample what is trained
+                dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
             self._tmpdir = tempfile.TemporaryDirectory(prefix="vllm_engine_")
             model.save_pretrained(self._tmpdir.name)
             tokenizer.save_pretrained(self._tmpdir.name)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from ..gsm8k import DataFormatError
@@ -84,12 +85,16 @@ def run_eval_command(cfg, progress: bool) -> int:
     model, tokenizer = load_model_and_tokenizer(cfg)
     model.eval()
     examples = eval_examples_for(cfg)
+    t0 = time.perf_counter()
     engine = make_engine(cfg.engine, model, tokenizer, **(cfg.engine_kwargs or {}))
+    t1 = time.perf_counter()
     res = evaluate(engine, tokenizer, examples, max_tokens=cfg.eval_max_tokens, temperature=cfg.temperature,
                    batch_size=cfg.eval_batch_size, seed=cfg.seed, progress=progress)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    res = {"model": cfg.model, "split": cfg.eval_split, **res}
+    # the engine's start (a vLLM engine loads and warms up) apart from the generation and grading of the examples
+    res = {"model": cfg.model, "split": cfg.eval_split, **res, "engine_start_seconds": round(t1 - t0, 2),
+           "seconds": round(time.perf_counter() - t1, 2)}
     if cfg.log_generations:
         res["generations"] = log_generations(model, tokenizer, examples[: cfg.log_generations],
                                              out / "generations.jsonl", engine=engine,

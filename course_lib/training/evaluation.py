@@ -104,12 +104,21 @@ def evaluate(engine_or_model, tokenizer, examples: list[dict], max_tokens: int =
     return out
 
 
+# the most logits one forward of `response_entropies` makes: (rows, T, V) of 2^28 elements, 512 MiB in bfloat16
+LOGIT_ELEMENTS = 1 << 28
+
+
 @torch.no_grad()
 def response_entropies(model, tokenizer, prompts: list[str], responses: list[str], batch_size: int = 64,
-                       temperature: float = 1.0) -> list[float]:
-    """Mean token entropy of each response under `model` (NaN for an empty response)."""
+                       temperature: float = 1.0, max_logit_elements: int = LOGIT_ELEMENTS) -> list[float]:
+    """Mean token entropy of each response under `model` (NaN for an empty response).
+
+    `batch_size` rows are tokenized together, and a forward takes as many of them as keep its (rows, T, V) logits
+    within `max_logit_elements` (at least one): 64 rows of 1,200 tokens over Qwen2.5's 151,936-token vocabulary
+    would be 23 GB of bfloat16 logits, beside a vLLM engine that holds most of the GPU."""
     scored = TemperatureScaled(model, temperature)  # temperature 0 (greedy): no scaling, the rule's one place
     device = next(model.parameters()).device
+    vocab = model.get_output_embeddings().weight.shape[0]
     was_training = model.training
     model.eval()
     out: list[float] = []
@@ -117,13 +126,15 @@ def response_entropies(model, tokenizer, prompts: list[str], responses: list[str
         for start in range(0, len(prompts), batch_size):
             batch = tokenize_prompt_and_output(prompts[start : start + batch_size],
                                                responses[start : start + batch_size], tokenizer)
-            res = get_response_log_probs(scored, batch["input_ids"].to(device), batch["labels"].to(device),
-                                         return_token_entropy=True)
-            mask = batch["response_mask"].to(device)
-            # the masked mean written out (masked_mean is graded in notebook 07, after the
-            # notebooks that log generations): an empty response gives 0/0 = NaN
-            kept = torch.where(mask, res["token_entropy"], 0.0)
-            out += (kept.sum(dim=-1) / mask.sum(dim=-1)).tolist()
+            rows = max(1, max_logit_elements // (batch["input_ids"].shape[1] * vocab))
+            for first in range(0, batch["input_ids"].shape[0], rows):
+                part = {k: v[first : first + rows].to(device) for k, v in batch.items()}
+                res = get_response_log_probs(scored, part["input_ids"], part["labels"], return_token_entropy=True)
+                mask = part["response_mask"]
+                # the masked mean written out (masked_mean is graded in notebook 07, after the
+                # notebooks that log generations): an empty response gives 0/0 = NaN
+                kept = torch.where(mask, res["token_entropy"], 0.0)
+                out += (kept.sum(dim=-1) / mask.sum(dim=-1)).tolist()
     finally:
         model.train(was_training)
     return out

@@ -51,13 +51,18 @@ def train_ppo(config: PPOConfig | dict | None = None, model: torch.nn.Module | N
     graded functions of notebook 11 it calls, `step_fn`, `token_rewards_fn`, `gae_fn`, `whiten_fn`
     (default: the references in `course_lib.ppo`; notebook 11 passes the student's own).
     """
-    overrides = {k: kwargs.pop(k) for k in list(kwargs) if k in PPOConfig.__dataclass_fields__}
+    # config fields given as keywords override the config; `engine` is both a field (the engine's name) and
+    # `train_grpo`'s keyword (an engine object): an object passes through to `train_grpo`
+    overrides = {k: kwargs.pop(k) for k in list(kwargs) if k in PPOConfig.__dataclass_fields__
+                 and not (k == "engine" and not isinstance(kwargs[k], str))}
     cfg = resolve_config("ppo", config, overrides)
     if not isinstance(cfg, PPOConfig):
         raise ValueError(f"train_ppo needs a PPOConfig (or a dict of its fields), got {type(cfg).__name__}")
     check_ppo_config(cfg)
     model, tokenizer = _policy(cfg, model, tokenizer)
     critic = critic if critic is not None else Critic(model)
+    if cfg.gradient_checkpointing:  # the critic's backbone is a second policy-sized network: checkpointed too
+        critic.backbone.gradient_checkpointing_enable()
     update = PPOUpdate(critic, gamma=cfg.gamma, lam=cfg.lam, vf_coef=cfg.vf_coef, cliprange_value=cfg.cliprange_value,
                        critic_lr=cfg.critic_lr, weight_decay=cfg.weight_decay, betas=cfg.betas,
                        whiten_advantages=cfg.whiten_advantages, kl_coef=cfg.kl_coef, step_fn=step_fn,

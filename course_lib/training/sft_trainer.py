@@ -10,9 +10,13 @@ are injectable (`step_fn`, `tokenize_fn`, `log_probs_fn`, `train_step_fn`: noteb
 student's own, so the trainer runs where the reference step is a stub); they default to the
 course's reference implementations: there is no second copy of the loss here.
 
+Evaluation (every `eval_every` steps and at the end) samples through the config's rollout engine (`engine`,
+`engine_kwargs`: the fast engine on the tiny default, vLLM in the GPU config), synced to the policy before each.
+
 Several GPUs: launched with `torchrun --nproc_per_node N -m course_lib.training sft ...`, each
 process holds the policy (DistributedDataParallel) and takes every N-th example of each batch;
-rank 0 logs, evaluates and saves.
+rank 0 logs, evaluates and saves. Its evaluation cannot be vLLM's (a vLLM engine started inside
+torchrun's process group hangs): such a run is refused before it starts.
 
 `expert_iteration` (notebook 05) is SFT on the model's own correct samples: sample, keep what the
 reward grades correct, SFT on it with `train_sft`, repeat.
@@ -33,6 +37,7 @@ import torch
 from ..gsm8k import as_r1_zero
 from ..logprobs import get_response_log_probs
 from ..rewards import r1_zero_reward_fn
+from ..rollouts import make_engine
 from ..sft import sft_microbatch_train_step, sft_train_step
 from ..tokenization import tokenize_prompt_and_output
 from .checkpoint import restore_checkpoint
@@ -79,6 +84,36 @@ def _optimizer_and_scheduler(model, cfg: SFTConfig, steps: int):
     optimizer = make_optimizer(model, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas)
     return optimizer, make_scheduler(optimizer, warmup_steps=cfg.warmup_steps, total_steps=steps,
                                      min_lr_ratio=cfg.min_lr_ratio)
+
+
+def _eval_engine(cfg: SFTConfig, model, tokenizer, eval_data: list, rank: int, world: int):
+    """The engine the run evaluates with (rank 0; None on the others and without evaluation): the config's `engine`
+    and `engine_kwargs` (vLLM on a GPU: a copy of the weights that `load_weights` refreshes before each evaluation,
+    in its `gpu_memory_utilization` share); the fast and HF engines sample the policy itself, `eval_batch_size` rows
+    at a time. Under torchrun, vLLM is refused on every rank alike, so that none is left waiting."""
+    if not eval_data:
+        return None
+    if world > 1 and cfg.engine == "vllm":
+        raise ValueError("engine 'vllm' cannot evaluate data-parallel SFT: a vLLM engine started inside torchrun's "
+                         "process group hangs (seen with vLLM 0.32); evaluate with engine=fast "
+                         "'engine_kwargs={}' eval_batch_size=64, or set eval_examples=0 and run the eval command "
+                         "afterwards")
+    if rank != 0:
+        return None
+    kwargs = dict(cfg.engine_kwargs or {})
+    if cfg.engine in ("fast", "hf"):
+        kwargs.setdefault("batch_size", cfg.eval_batch_size)
+    return make_engine(cfg.engine, model, tokenizer, **kwargs)
+
+
+def _evaluate(run: RunLog, *, engine, model, tokenizer, cfg: SFTConfig, eval_data: list, step: int) -> None:
+    """Evaluate the policy after optimizer step `step` and log it: the engine synced first (vLLM holds its own copy of
+    the weights; the fast and HF engines sample the policy itself), the policy in eval mode meanwhile."""
+    model.eval()
+    engine.load_weights(model)
+    run.log_eval(step=step, result=run_eval(model=model, tokenizer=tokenizer, cfg=cfg, examples=eval_data,
+                                            engine=engine))
+    model.train()
 
 
 def _step_record(step: int, out: dict, lr: float, cfg: SFTConfig, world: int, t0: float) -> dict:
@@ -134,6 +169,8 @@ def train_sft(
         eval_data = eval_examples_for(cfg) if cfg.eval_examples != 0 else []
     steps = cfg.steps if cfg.steps is not None else max(1, math.ceil(cfg.epochs * len(examples) / cfg.batch_size))
     output_dir = cfg.output_dir if main_process else None
+    # made before the optimizer's states exist: vLLM takes its share of the GPU first
+    engine = _eval_engine(cfg, model=model, tokenizer=tokenizer, eval_data=eval_data, rank=rank, world=world)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     model.train()
@@ -157,10 +194,8 @@ def train_sft(
         check_finite(out["loss"], what="loss", step=done, output_dir=cfg.output_dir)
         check_finite(out["grad_norm"], what="gradient norm", step=done, output_dir=cfg.output_dir)
         record = _step_record(step=done, out=out, lr=lr, cfg=cfg, world=world, t0=t0)
-        if main_process and eval_data and (cfg.eval_every and done % cfg.eval_every == 0 or last):
-            model.eval()
-            run.log_eval(step=done, result=run_eval(model=model, tokenizer=tokenizer, cfg=cfg, examples=eval_data))
-            model.train()
+        if engine is not None and (cfg.eval_every and done % cfg.eval_every == 0 or last):
+            _evaluate(run, engine=engine, model=model, tokenizer=tokenizer, cfg=cfg, eval_data=eval_data, step=done)
         run.log_step(record, loss=f"{record['loss']:.3f}", nll=f"{record['nll_per_token']:.3f}")
         if output_dir and (cfg.checkpoint_every and done % cfg.checkpoint_every == 0 or last):
             run.save_checkpoint(step=done, model=model, tokenizer=tokenizer, optimizer=optimizer, scheduler=scheduler,

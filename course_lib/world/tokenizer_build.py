@@ -13,6 +13,10 @@ Choices, each one the same as in the real tokenizers the course later swaps in (
   thinking modes: open (default) ends with `<think>\\n`; closed ends with an empty
   `<think>\\n\\n</think>\\n\\n` block.
 
+`pad_vocabulary` widens a tokenizer to a real model's vocabulary size (151,936 for Qwen2.5) with one
+token per non-ASCII character, so that a randomly initialised model of the real shape samples only
+ids that decode (`course_lib.world.stand_in`).
+
 The training corpus holds the r1_zero prompt, the arithmetic problems in both forms and bare
 equations, so the prompt's boilerplate words are single tokens and sequences stay short.
 """
@@ -159,3 +163,74 @@ def save_tokenizer(out_dir: str | os.PathLike, seed: int = 0):
     out_dir.mkdir(parents=True, exist_ok=True)
     tok.save_pretrained(out_dir)
     return tok
+
+
+def byte_level_alphabet() -> dict[int, str]:
+    """The byte-level BPE's character for each byte (GPT-2's table, which `tokenizers`' ByteLevel uses):
+    printable Latin-1 bytes stand for themselves, the others for the characters from U+0100 on."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    table, extra = {}, 0
+    for b in range(256):
+        if b in kept:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+def filler_characters():
+    """Non-ASCII characters in code point order from U+00A1: no whitespace, control or surrogate code point, so
+    each is one pre-token piece that UTF-8 encodes and decodes exactly (private-use and unassigned ones included)."""
+    import unicodedata
+
+    for cp in range(0xA1, 0x110000):
+        ch = chr(cp)
+        if 0xD800 <= cp <= 0xDFFF or ch.isspace() or unicodedata.category(ch) == "Cc":
+            continue
+        yield ch
+
+
+def pad_vocabulary(tokenizer, vocab_size: int, model_max_length: int | None = None):
+    """A copy of the byte-level BPE `tokenizer` whose vocabulary is filled up to `vocab_size` ids (and whose
+    `model_max_length` is the given one, when given: the model's context, not the tiny world's 512).
+
+    Qwen2.5's embedding table (151,936 rows) is wider than its tokenizer, and a random model of that shape samples
+    any of its ids. The ids added here are BPE tokens of whole non-ASCII characters (U+00A1 on, in order), each with
+    the merges that build it from its UTF-8 bytes (and the partial-character tokens those merges need, which decode
+    to U+FFFD as a lone byte token does): every id decodes, a sampled character re-tokenizes to its own id, and the
+    tokenizer's own text (ASCII) tokenizes exactly as before, since no added merge touches an ASCII byte.
+    Raises ValueError when `tokenizer` already has `vocab_size` ids or more.
+    """
+    import json
+
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    if len(tokenizer) >= vocab_size:
+        raise ValueError(f"vocab_size {vocab_size} must exceed the tokenizer's {len(tokenizer)} ids")
+    state = json.loads(tokenizer.backend_tokenizer.to_str())
+    vocab, merges = state["model"]["vocab"], state["model"]["merges"]
+    # the added tokens (format tags) join the model's vocabulary at their own ids, so that its ids stay
+    # contiguous: `tokenizers` gives an added token outside it the next free id on loading, not its own
+    vocab.update({t["content"]: t["id"] for t in state["added_tokens"]})
+    byte_char, next_id = byte_level_alphabet(), len(tokenizer)
+    for ch in filler_characters():
+        pieces = [byte_char[b] for b in ch.encode("utf-8")]
+        token = pieces[0]
+        for piece in pieces[1:]:  # the merges that build the character from its bytes, left to right
+            if next_id == vocab_size:
+                break
+            if token + piece not in vocab:
+                merges.append([token, piece])
+                vocab[token + piece] = next_id
+                next_id += 1
+            token += piece
+        if next_id == vocab_size:
+            break
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer.from_str(json.dumps(state)), eos_token=tokenizer.eos_token,
+        pad_token=tokenizer.pad_token, additional_special_tokens=[IM_START, IM_END], clean_up_tokenization_spaces=False,
+        model_max_length=model_max_length or tokenizer.model_max_length, padding_side=tokenizer.padding_side)
+    fast.chat_template = tokenizer.chat_template
+    return fast
