@@ -64,7 +64,7 @@ def judge(name: str, fn_bytes: bytes | list[bytes], hidden_dir: Path | None = No
     data = load_cases(name, hidden_dir)
     return run_cases(name, fn_bytes, data["cases"], suite_settings(suite), package=SUITES,
                      course_lib=stub_for_suite(name, assignment), hide=[Path(hidden_dir or HIDDEN_DIR)], slot=slot,
-                     runner=runner)
+                     runner=runner, mistakes=data.get("mistakes"))
 
 
 class JudgeServer:

@@ -13,8 +13,7 @@ import nbformat
 import pytest
 
 from autograder.grade import grade
-from tests.graded.test_sft_microbatch_train_step import MISTAKES as SFT_MICROBATCH_MISTAKES
-from tests.graded.test_tokenize_prompt_and_output import MISTAKES as TOKENIZE_MISTAKES
+from autograder.mistakes import catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,9 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_end_to_end(tmp_path):
     """Two mistakes through `make grade` as whole notebooks (01 and 04, cut after their last graded
     cell): each loses exactly the points of its cell, while the solution keeps all of its own."""
-    plan = {"01": ("solution_tokenize_prompt_and_output", TOKENIZE_MISTAKES["special_tokens_added"][0],
-                   "test_tokenize_prompt_and_output"),
-            "04": ("solution_sft_microbatch_train_step", SFT_MICROBATCH_MISTAKES["input_grad_zeroed"][0],
+    plan = {"01": ("solution_tokenize_prompt_and_output",
+                   catalogue("tokenize_prompt_and_output")["special_tokens_added"].source, "test_tokenize_prompt_and_output"),
+            "04": ("solution_sft_microbatch_train_step", catalogue("sft_microbatch_train_step")["input_grad_zeroed"].source,
                    "sft_microbatch_train_step")}
     for assignment, (solution_id, wrong, graded_cell) in plan.items():
         path = next((ROOT / "solutions" / assignment).glob("*.ipynb"))
