@@ -150,7 +150,9 @@ def delegates(answer_text):
     assert "calls the reference implementation in course_lib (no credit)" in str(delegated.value)
 
 
-def test_every_graded_cell_calls_check_hidden():
+def test_every_graded_cell_calls_check_hidden_first():
+    """Its hidden check opens each graded cell, so that a failing visible check cannot stop it before
+    the judge sees the function (and names its known mistake)."""
     from autograder.assignments import HIDDEN_CALL
 
     for path in sorted((ROOT / "solutions").glob("[0-9][0-9]/*.ipynb")):
@@ -158,6 +160,8 @@ def test_every_graded_cell_calls_check_hidden():
             meta = cell.metadata.get("nbgrader", {})
             if meta.get("grade"):
                 assert HIDDEN_CALL.search(cell.source), f"{path.name}: graded cell {meta['grade_id']} has no check_hidden call"
+                assert cell.source.lstrip().startswith("### BEGIN HIDDEN TESTS"), \
+                    f"{path.name}: graded cell {meta['grade_id']} does not open with its hidden check"
 
 
 # ---------------------------------------------------------------- the judge server
