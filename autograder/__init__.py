@@ -7,6 +7,12 @@ Cases and comparison:
   case files and their freshness; `compare`: outputs in one plain shape, the comparison, its
   verdicts; `report`: the words a student reads, and what of a report a kernel may receive.
 
+Known mistakes:
+- `mistakes/<name>.py`: one graded function's catalogue of known mistakes (a public name, the
+  sentence a student reads, the code that makes it, the cases it must fail; grader-only);
+  `signatures`: each mistake's outputs on a draw of cases, made with the cases; `recognition`: which
+  mistakes a failing function's outputs match (the judge's side of the comparison).
+
 Running student code:
 - `checker.check_hidden(name, fn)`: what a hidden-test cell calls; `protocol`: the wire format
   between a kernel and the judge server (both import it).
@@ -23,5 +29,6 @@ Running student code:
 Commands (no module imports one of them): `python -m autograder.make_cases` (hidden cases with a
 secret seed into the git-ignored `autograder/hidden/`), `.release` (notebooks/ from solutions/),
 `.grade ASSIGNMENT` (a folder of submissions, sandboxed, in parallel), `.feedback ASSIGNMENT`
-(their feedback HTML), `.kit ASSIGNMENT --out DIR` (a student kit), `.practice NN` (`make check`).
+(their feedback HTML), `.kit ASSIGNMENT --out DIR` (a student kit), `.practice NN` (`make check`),
+`.class_report ASSIGNMENT --course DIR` (what a graded class got wrong: a table and a figure).
 """

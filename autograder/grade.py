@@ -27,7 +27,8 @@ student, in a private temporary folder:
 
 Results: DIR/autograded/<student>/<ASSIGNMENT>/ (the executed notebooks and the log),
 DIR/grades/<ASSIGNMENT>.csv and .json (one row per student: status, score, max score, per-cell
-scores, notes, seconds). A student's status is one of: ok; timeout; output flood (a file or the
+scores, notes, seconds; the JSON also holds what the judge found: the known mistakes named per
+cell, the failed hidden cases per suite, for `python -m autograder.class_report`). A student's status is one of: ok; timeout; output flood (a file or the
 log reached the output limit); too many processes; out of memory; crashed (the kernel died or
 nbgrader could not grade the notebook); no notebook. One bad submission never stops the others.
 Without bubblewrap every row notes that it was graded unsandboxed.
@@ -181,6 +182,7 @@ def grade_one(student: str, index: int, submission: Path, assignment: str, base:
     marks = {"start": started}
     row = {"student": student, "status": "ok", "score": 0.0, "max_score": sum(c["max_score"] for c in cells),
            "cells": {f"{c['notebook']}:{c['cell']}": 0.0 for c in cells}, "notes": []}
+    _record_outcomes(row, cells, gates, {})  # nothing judged yet: no mistake named, no suite answered
     if not sandbox_available():
         row["notes"].append(UNSANDBOXED)
     if not real_folder(submission) or not real_folder(submission.parent):
@@ -217,7 +219,7 @@ def grade_one(student: str, index: int, submission: Path, assignment: str, base:
         slot.close()  # nothing of the submission outlives its run
         marks["ran"] = time.time()
         verdicts = {k: list(v) for k, v in judge.verdicts.items()}
-        refused, judge_seconds = dict(judge.refused), dict(judge.seconds)
+        refused, judge_seconds, outcomes = dict(judge.refused), dict(judge.seconds), dict(judge.outcomes)
     # 4. read back, never through a link
     out = private / "out"
     graded = work / "autograded" / student / assignment
@@ -237,6 +239,7 @@ def grade_one(student: str, index: int, submission: Path, assignment: str, base:
     row["notes"] += [f"{name}: {n} more call(s) of its hidden check refused (each graded check is answered once)"
                      for name, n in refused.items()]
     _score_cells(row, scores, cells, gates, verdicts, cell_errors(notebooks))
+    _record_outcomes(row, cells, gates, outcomes)
     dest = course / "autograded" / student / assignment
     shutil.rmtree(dest, ignore_errors=True)
     if (out / "autograded").is_dir():
@@ -263,6 +266,19 @@ def _score_cells(row: dict, scores, cells: list[dict], gates: dict, verdicts: di
             row["notes"].append(f"{cell['cell']}: 0 points ({errors[key]})")
         row["cells"][f"{cell['notebook']}:{cell['cell']}"] = score
     row["score"] = sum(row["cells"].values())
+
+
+def _record_outcomes(row: dict, cells: list[dict], gates: dict, outcomes: dict[str, dict]) -> None:
+    """The judge's findings in the row, for any tool that reads the grades: `mistakes`, per graded
+    cell, the names of the known mistakes its hidden checks named; `failed_cases`, per suite the
+    judge answered, the hidden cases that failed ([] when it passed); `errors_not_raised`, per suite
+    whose only failures were error cases, those cases."""
+    row["mistakes"] = {f"{c['notebook']}:{c['cell']}": sorted({m for n in gates.get((c["notebook"], c["cell"]), [])
+                                                                  for m in outcomes.get(n, {}).get("mistakes", [])})
+                       for c in cells}
+    row["failed_cases"] = {name: found["failed_cases"] for name, found in sorted(outcomes.items())}
+    row["errors_not_raised"] = {name: found["errors_not_raised"] for name, found in sorted(outcomes.items())
+                                if found["errors_not_raised"]}
 
 
 def grade(assignment: str, course: Path, jobs: int = 2, timeout: float = 600.0, memory_gb: float = 6.0,
