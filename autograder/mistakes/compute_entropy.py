@@ -92,4 +92,14 @@ MISTAKES = {
             return (lp.exp() * lp).sum(-1)
     """,
         ["float32_2x3x11"]),
+    # notebook 02's visible check: "float32 logits should give float32 entropies"
+    "float64_returned": Mistake(
+        "computes in float64 and returns float64 entropies: float32 logits must give float32",
+        """
+        import torch
+        def compute_entropy(logits):
+            lp = torch.log_softmax(logits.double(), dim=-1)
+            return -(lp.exp() * lp).sum(-1)
+    """,
+        ["float32_2x3x11", "bfloat16_3x5x1000"]),
 }

@@ -51,4 +51,13 @@ MISTAKES = {
             return -raw_rewards_or_advantages.reshape(-1, 1) * policy_log_probs.exp()
     """,
         ["advantages_B3_T7", "binary_rewards_B6_T5"]),
+    # notebook 07's visible check: "keep the graph: no .detach()"
+    "naive_log_probs_detached": Mistake(
+        "detaches the log-probs, so the loss has the right value but no gradient",
+        """
+        import torch
+        def compute_naive_policy_gradient_loss(raw_rewards_or_advantages, policy_log_probs):
+            return -raw_rewards_or_advantages.reshape(-1, 1) * policy_log_probs.detach()
+    """,
+        ["advantages_B3_T7", "binary_rewards_B6_T5"]),
 }

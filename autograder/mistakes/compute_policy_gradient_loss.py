@@ -148,4 +148,10 @@ MISTAKES = {
         raise ValueError(f"unknown loss_type {loss_type!r}")
     """,
         ["grpo_clip_all_arguments_given", "grpo_clip_float64_square_B5_T5"]),
+    # notebook 07's visible check: "return the clip loss's metadata for 'grpo_clip'"
+    "clip_metadata_dropped": Mistake(
+        "returns an empty metadata dict for grpo_clip instead of the clip loss's metadata",
+        edited(IF_CHAIN, (GRPO_CLIP_RETURN,
+                          "return compute_grpo_clip_loss(advantages, policy_log_probs, old_log_probs, cliprange)[0], {}\n")),
+        ["grpo_clip_all_arguments_given", "grpo_clip_without_raw_rewards"]),
 }

@@ -97,4 +97,16 @@ MISTAKES = {
             return cap * torch.tanh(logits.float() / cap)
     """,
         ["float64_3x4x13_cap7.5"]),
+    # notebook 08's visible check: "the gradient should be 1 - tanh^2(z / c): do not detach"
+    "softcap_without_a_graph": Mistake(
+        "computes the cap under torch.no_grad(), so the capped logits have no gradient",
+        """
+        import torch
+        def final_logits_softcap(logits, cap):
+            if not cap:
+                return logits
+            with torch.no_grad():
+                return cap * torch.tanh(logits / cap)
+    """,
+        ["beyond_cap_float32_2x3x11_cap30", "inside_cap_float32_3x7_cap50"]),
 }

@@ -82,4 +82,9 @@ MISTAKES = {
         "glues the tags to the reasoning and the answer, unlike the format the prompt shows",
         r1(output='f" {reasoning}</think><answer>{truth}</answer>"'),
         ["arith_record_0"]),
+    # notebook 01's visible check: "the calculator notes were dropped from the reasoning"
+    "calculator_notes_dropped": Mistake(
+        "removes the <<...>> calculator notes from the reasoning, which keeps them as the record has them",
+        r1(reasoning='re.sub(r"<<[^>]*>>", "", text[:cut]).strip()'),
+        ["arith_record_0", "thousands_commas"]),
 }

@@ -63,4 +63,10 @@ MISTAKES = {
         "sums over the batch instead of averaging it",
         edited(MICRO_BASE, ("per_sequence.mean() / gradient_accumulation_steps", "per_sequence.sum() / gradient_accumulation_steps")),
         ["k2_B3_T6_c42"]),
+    # notebook 04's visible check: "metadata['nll_per_sequence'] should be ... before / k"
+    "nll_per_sequence_divided_by_k": Mistake(
+        "reports metadata['nll_per_sequence'] divided by gradient_accumulation_steps, where it is the NLL before / k",
+        edited(MICRO_BASE, ('{"nll_per_sequence": per_sequence.detach()}',
+                            '{"nll_per_sequence": per_sequence.detach() / gradient_accumulation_steps}')),
+        ["k2_B3_T6_c42", "k4_B4_T7_c42"]),
 }

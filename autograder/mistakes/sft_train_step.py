@@ -93,4 +93,9 @@ MISTAKES = {
         edited(STEP_BASE, (
             "#CLIP_IN_LOOP", "optimizer.step()\n            optimizer.zero_grad(set_to_none=True)")),
         ["k2_B4_clipped_with_schedule"]),
+    # notebook 05's visible check: "response_tokens should count the response tokens of the whole batch"
+    "response_tokens_of_the_last_micro_batch": Mistake(
+        "counts the response tokens of the last micro-batch only instead of the whole batch's",
+        edited(STEP_BASE, ("tokens += int(mask.sum())", "tokens = int(mask.sum())")),
+        ["k2_B4_no_schedule", "k4_B4_not_clipped"]),
 }

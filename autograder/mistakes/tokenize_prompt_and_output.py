@@ -92,4 +92,9 @@ MISTAKES = {
             'O = [tokenizer(o, add_special_tokens=False)["input_ids"] for o in output_strs]',
             'O = [tokenizer(o, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for o in output_strs]')),
         ["single_example"]),
+    # notebook 01's visible check: "the mask covers the prompt"
+    "prompt_in_the_mask": Mistake(
+        "puts the prompt's tokens in the response mask too, where only the output's belong",
+        edited(TOKENIZE_BASE, ("is_out[i, len(p):len(p) + len(o)] = True", "is_out[i, :len(p) + len(o)] = True")),
+        ["single_example", "r1_zero_batch_of_three"]),
 }

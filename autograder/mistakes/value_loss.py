@@ -104,4 +104,9 @@ MISTAKES = {
         edited(BASE, (CLIP, "values, old_values, returns = values.float(), old_values.float(), returns.float()\n"
                                                "            " + CLIP)),
         ["float64_B4_T8", "float64_float_mask_garbage_B3_T6"]),
+    # notebook 11's visible check: "the gradient must reach values"
+    "values_detached": Mistake(
+        "detaches the values, so the loss has the right value but the critic gets no gradient",
+        edited(BASE, (CLIP, "values = values.detach()\n            " + CLIP)),
+        ["clip_mixed_B5_T10_c0.2", "float64_B4_T8"]),
 }
