@@ -59,7 +59,12 @@ def references_hidden(suite: ModuleType):
     """Within: the course_lib names of `hidden_names(suite)` replaced in every loaded course_lib
     module as the judge's runner finds them (a tripwire name raises ReferenceCalled and is recorded
     in the yielded list; a stubbed function raises NotImplementedError; a stubbed constant is None).
-    Graded classes are left as they are (no catalogued mistake uses one). Restored on exit."""
+    Graded classes are left as they are (no catalogued mistake uses one). Restored on exit. What the
+    code run within prints or warns is dropped, as the judge drops a student's output."""
+    import contextlib
+    import io
+    import warnings
+
     import course_lib  # noqa: F401 - every submodule loaded before the names are replaced
 
     stubbed, tripwire = hidden_names(suite)
@@ -87,7 +92,9 @@ def references_hidden(suite: ModuleType):
                 if name in vars(module):
                     saved.append((module, name, vars(module)[name]))
                     setattr(module, name, stand_in(name, vars(module)[name]))
-        yield tripped
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield tripped
     finally:
         for module, name, obj in reversed(saved):
             setattr(module, name, obj)
