@@ -4,7 +4,9 @@
 (cloudpickle bytes) on them in a fresh, sandboxed runner where the references of the open
 assignments are stubs (`autograder.trial`, `autograder.stubs`); the report it returns is the
 full one, for the grader. What a grading kernel receives is `report.redact(...)` of it: per case
-its name, pass or fail, and whether a failure is at rounding scale or far off.
+its name, pass or fail, and whether a failure is at rounding scale or far off, and for a failing
+function the known mistakes its outputs match (compared here, outside the sandbox, with each
+mistake's outputs stored beside the hidden cases: `autograder.recognition`).
 
 While grading, the judge is a `JudgeServer` on a unix socket outside the submission's sandbox
 (`autograder.grade` runs one per submission). It answers:
