@@ -35,9 +35,16 @@ def _matches(seen: dict | None, want: dict, settings: dict) -> bool:
         return False
 
 
+STUB = "raised NotImplementedError"  # what the release's stub of a graded function raises, on every case
+
+
 def recognise(seen: dict[str, dict], signatures: dict[str, dict], settings: dict) -> list[dict]:
     """[{"name", "sentence"}] of the mistakes whose whole signature `seen` matches; `seen` maps a
-    case name to the function's result there: {"outputs": plain outputs} or {"error": its code}."""
+    case name to the function's result there: {"outputs": plain outputs} or {"error": its code}.
+    A function that raises NotImplementedError on every case is the unfinished stub: nothing is
+    named for it, whatever a mistake's errors."""
+    if seen and all(s.get("error") == STUB for s in seen.values()):
+        return []
     named = []
     for name, entry in (signatures or {}).items():
         signature = entry.get("signature") or {}

@@ -109,6 +109,35 @@ def test_a_hidden_report_reveals_no_number_no_expected_value_and_no_text_of_the_
     assert "largest error 0.25 where the tolerance is" in practice  # public cases show the numbers
 
 
+def test_recognition_names_what_matches_every_case_of_a_signature_and_nothing_else():
+    """A mistake is named when a failing function matches it on every case of its signature (within
+    the tolerance of the mistake's own rounding, or by its error code); never for the release's stub;
+    'the math is right' when only error cases fail. What a kernel reads of it is the catalogue's
+    words and case names."""
+    from autograder.recognition import errors_not_raised, recognise
+
+    wrong = torch.tensor([0.5, 2.0])
+    signatures = {"halved": {"sentence": "halves it", "signature": {"c1": {"expected": expect(wrong, wrong.double())},
+                                                                     "c2": {"error": "raised TypeError"}}},
+                  "empty": {"sentence": "passes this draw", "signature": {}}}
+    same = {"c1": {"outputs": wrong.double().float() + 1e-8}, "c2": {"error": "raised TypeError"}}
+    assert [m["name"] for m in recognise(same, signatures, SETTINGS)] == ["halved"]
+    assert recognise({**same, "c1": {"outputs": wrong + 0.1}}, signatures, SETTINGS) == []
+    assert recognise({**same, "c2": {"error": "raised ValueError"}}, signatures, SETTINGS) == []
+    stub = {c: {"error": "raised NotImplementedError"} for c in ("c1", "c2")}
+    assert recognise(stub, {"stubbed": {"sentence": "", "signature": {c: dict(v) for c, v in stub.items()}}}, SETTINGS) == []
+    cases = [{"name": "math", "error_case": False}, {"name": "error_beta_0", "error_case": True}]
+    entries = [{"case": "math", "ok": True}, {"case": "error_beta_0", "ok": False}]
+    assert errors_not_raised(entries, cases) == ["error_beta_0"]
+    assert errors_not_raised([{**entries[0], "ok": False}, entries[1]], cases) == []
+    report = {"name": "f", "kind": "hidden", "passed": False, "problem": None, "errors_not_raised": ["error_beta_0"],
+              "cases": [{"case": "c1", "ok": False, "verdict": "far", "error": None, "problems": []}],
+              "mistakes": recognise(same, signatures, SETTINGS)}
+    text = format_report(redact(report))
+    assert "known mistake halved: halves it" in text and "these errors are not raised: error_beta_0" in text
+    assert "not a known mistake" in format_report(redact({**report, "mistakes": [], "errors_not_raised": []}))
+
+
 @pytest.mark.slow
 def test_check_hidden_passes_fails_and_refuses_the_reference():
     """Outside grading, `check_hidden` starts a fresh judge (`python -m autograder.judge`)."""
