@@ -261,8 +261,9 @@ import json, os, pathlib, course_lib, course_lib.logprobs, inspect
 repo = pathlib.Path(course_lib.__file__).resolve().parent.parent
 seen = {p: (repo / p).exists() and any((repo / p).iterdir()) for p in
         ["solutions", "lessons", "notebooks", "tests", ".git", "build", "autograder/hidden", "autograder/suites",
-         "autograder/harness", "data", "course_lib"]}
-seen["grader modules"] = any((repo / "autograder" / m).exists() for m in ("cases.py", "judge.py", "grade.py"))
+         "autograder/mistakes", "autograder/harness", "data", "course_lib"]}
+seen["grader modules"] = any((repo / "autograder" / m).exists() for m in ("cases.py", "judge.py", "grade.py",
+                                                                         "signatures.py"))
 seen["stub"] = "NotImplementedError" in inspect.getsource(course_lib.logprobs.compute_entropy)
 seen["early_reference"] = "NotImplementedError" not in inspect.getsource(course_lib.extract_gsm8k_answer)
 seen["other copy"] = os.path.exists(os.environ["OTHER_COPY"])
@@ -273,7 +274,8 @@ print(json.dumps(seen))
 
 def test_the_sandbox_is_built_from_what_it_needs(tmp_path):
     """Only the environment, the stubbed library, the kernel side of autograder, data and configs
-    are there; an instructor's other copy of the course elsewhere is not, without being named."""
+    are there (no suite, hidden case, catalogue of mistakes or grader module); an instructor's other
+    copy of the course elsewhere is not, without being named."""
     from autograder.sandbox import sandbox_available, sandboxed
     from autograder.stubs import stub_for_suite
 
@@ -292,7 +294,8 @@ def test_the_sandbox_is_built_from_what_it_needs(tmp_path):
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     home = seen.pop("home")
     assert seen == {"solutions": False, "lessons": False, "notebooks": False, "tests": False, ".git": False,
-                    "build": False, "autograder/hidden": False, "autograder/suites": False, "autograder/harness": True,
+                    "build": False, "autograder/hidden": False, "autograder/suites": False,
+                    "autograder/mistakes": False, "autograder/harness": True,
                     "data": True, "course_lib": True, "grader modules": False, "stub": True, "early_reference": True,
                     "other copy": False}, seen
     assert not home or home == [".pyenv"] or not any("course" in h for h in home), home
