@@ -225,7 +225,7 @@ def corpus_tests(suite: str, correct: dict[str, str], same_mistakes: dict[str, t
     return test_correct_version_earns_full_marks, test_mistake_loses_its_points
 
 
-NAMED_DRAWS = 8  # draws on which many_draws_test also makes the mistakes' signatures and recognises them
+NAMED_DRAWS = 4  # draws on which many_draws_test also makes the mistakes' signatures and recognises them
 
 
 def many_draws_test(suite: str, correct: dict[str, str], draws: int = 40, named_draws: int = NAMED_DRAWS,
