@@ -5,9 +5,9 @@
 Per suite, the seconds `make_suite_cases` takes without the known mistakes' signatures and with
 them (what `ensure_cases`, `make_cases` and a kit's practice cases now pay, once per draw); with
 `--tests`, also each suite's `many_draws_test` with `named_draws=0` (every mistake held to its
-named cases only, as before recognition) and with the default `NAMED_DRAWS` (signatures made and
-every mistake recognised on those draws), at the draw count its test module uses. Run it on a quiet
-machine: the figures are wall-clock seconds in one process with one torch thread.
+named cases only, as before recognition) and with its default (signatures made and every mistake
+recognised on one draw in ten, 1 to NAMED_DRAWS of them), at the draw count its test module uses.
+Run it on a quiet machine: the figures are wall-clock seconds in one process with one torch thread.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def seconds(fn) -> float:
 
 def test_seconds(suite: str) -> tuple[int, float, float]:
     """(draws, seconds without recognition, seconds with it) of the suite's many-draws test."""
-    from tests.helpers import NAMED_DRAWS, many_draws_test
+    from tests.helpers import many_draws_test
 
     path = Path(__file__).resolve().parent.parent / "tests" / "graded" / f"test_{suite}.py"
     found = DRAWS.search(path.read_text(encoding="utf-8"))
@@ -39,7 +39,7 @@ def test_seconds(suite: str) -> tuple[int, float, float]:
     module = importlib.import_module(f"tests.graded.test_{suite}")
     same = getattr(module, "SAME_MISTAKES", None)
     before = seconds(many_draws_test(suite, module.CORRECT, draws=draws, named_draws=0))
-    after = seconds(many_draws_test(suite, module.CORRECT, draws=draws, named_draws=NAMED_DRAWS, same_mistakes=same))
+    after = seconds(many_draws_test(suite, module.CORRECT, draws=draws, same_mistakes=same))
     return draws, before, after
 
 

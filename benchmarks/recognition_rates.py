@@ -14,7 +14,7 @@ named with it ("not recognisable": those the catalogue marks so, left out of the
 cases cannot tell apart: both names are shown); "empty" counts mistakes whose signature was empty
 on some draw (they pass every case there, so nothing can name them), "near ties" those whose
 tree fell back to their own run on some case. The tests hold the same rates (tests/graded:
-`corpus_tests` through the judge, `many_draws_test` on `NAMED_DRAWS` draws).
+`corpus_tests` through the judge, `many_draws_test` on 1 to 4 draws).
 """
 
 from __future__ import annotations

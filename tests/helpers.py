@@ -225,17 +225,19 @@ def corpus_tests(suite: str, correct: dict[str, str], same_mistakes: dict[str, t
     return test_correct_version_earns_full_marks, test_mistake_loses_its_points
 
 
-NAMED_DRAWS = 4  # draws on which many_draws_test also makes the mistakes' signatures and recognises them
+NAMED_DRAWS = 4  # the most draws on which many_draws_test also makes the mistakes' signatures and recognises them
 
 
-def many_draws_test(suite: str, correct: dict[str, str], draws: int = 40, named_draws: int = NAMED_DRAWS,
+def many_draws_test(suite: str, correct: dict[str, str], draws: int = 40, named_draws: int | None = None,
                     same_mistakes: dict[str, tuple[str, str]] | None = None):
     """A test that, on each of `draws` fresh draws of the suite's hidden cases (seeds 0 .. draws - 1),
     compared in this process, each of `correct` passes every case and each mistake of the suite's
     catalogue fails every case it names: a grading run draws its cases with a fresh secret seed, so a
     tolerance must hold on every draw, not on the one a test saw, and a case meant to catch a mistake
     must catch it on every draw (a binary-reward case whose draw held no reward let two mistakes
-    through in CI). On the first `named_draws` of them, each mistake's signature is
+    through in CI). On the first `named_draws` of them (default: one draw in ten, at least 1 and at
+    most NAMED_DRAWS, so that the suites whose cases run models, tested on few draws, pay for their
+    mistakes' float64 runs once), each mistake's signature is
     made as the case generator makes it, and recognition must name each mistake from its own
     outputs, and each of `same_mistakes` (the same mistake written another way) as its mistake;
     the other mistakes named with one (outputs no case of this draw tells apart) are printed. Mistakes run as in the judge (`autograder.signatures.references_hidden`: a reference
@@ -255,6 +257,8 @@ def many_draws_test(suite: str, correct: dict[str, str], draws: int = 40, named_
         except Exception as err:  # the judge records an error as a failed case
             return [repr(err)]
 
+    recognised = min(NAMED_DRAWS, max(1, draws // 10)) if named_draws is None else named_draws
+
     def test_each_version_holds_on_many_draws():
         module = load_suite(suite)
         settings = suite_settings(module)
@@ -269,7 +273,7 @@ def many_draws_test(suite: str, correct: dict[str, str], draws: int = 40, named_
                     if problems:
                         failures.append(f"seed {seed}, {case['name']}, {label}: {problems}")
             by_name = {case["name"]: case for case in cases}
-            if seed < named_draws:  # every mistake on every case, its signature, and recognition
+            if seed < recognised:  # every mistake on every case, its signature, and recognition
                 signatures, results = draw_signatures(suite, module, cases)
                 for label in results:
                     names = [n["name"] for n in recognise(results[label], signatures, settings)]
