@@ -1,12 +1,12 @@
 """The catalogue of known mistakes: for each graded function, the realistic ways students get it wrong.
 
-`autograder/mistakes/<suite>.py` holds one suite's catalogue:
+`autograder/mistakes/<suite>.py` holds one suite's catalogue, in this shape (`compute_grpo_clip_loss`):
 
     MISTAKES = {
-        "mean_including_the_masked_zeros": Mistake(
-            "divides by every entry, masked ones included, instead of by the number of masked entries",
-            edited(BASE, ("kept.sum(dim=dim) / count.sum(dim=dim)", "kept.mean(dim=dim)")),
-            ["dim_last_bool_mask_4x7", "dim_none_4x7"]),
+        "ratio_inverted": Mistake(
+            "computes the ratio as pi_old / pi_theta, exp(old - new), instead of pi_theta / pi_old",
+            edited(MINIMUM, (RATIO, "ratio = torch.exp(old_log_probs - policy_log_probs)")),
+            ["mixed_advantages_B4_T9_eps0.2"]),
     }
 
 Each mistake has a public name (the key: an identifier), one sentence a student reads, the code
