@@ -132,8 +132,10 @@ def fails(result: dict, case: dict, settings: dict) -> bool:
 
 def mistake_tree(suite: ModuleType, fn, case: dict, native: dict, tripped: list[str]) -> tuple[object, bool]:
     """(expected tree of the mistake's outputs on one case, whether it fell back to its own run):
-    its run in the case's precision against its run in float64, as the truth's tree is made."""
-    from .cases import case_precision, truth_inputs
+    its run in the case's precision against its run in float64, as the truth's tree is made (with,
+    where the suite sets PERTURB, its run on the inputs moved by one unit of rounding: the training
+    steps, whose float64 updates another process's summation order moves by more than eps)."""
+    from .cases import case_precision, perturb, truth_inputs
     from .compare import NearTie, TruthMismatch, expected_tree
 
     precision = case_precision(case["inputs"])
@@ -142,11 +144,17 @@ def mistake_tree(suite: ModuleType, fn, case: dict, native: dict, tripped: list[
         wide = native
     else:
         wide = run_as_judged(suite, fn, truth_inputs(suite, case["inputs"]), tripped).get("outputs")
-    if wide is not None:
-        try:
-            return expected_tree(native, wide, [], eps), False
-        except (NearTie, TruthMismatch):
-            pass
+    others = []
+    if getattr(suite, "PERTURB", False):
+        moved = run_as_judged(suite, fn, perturb(case["inputs"], torch.Generator().manual_seed(len(case["name"]))),
+                              tripped).get("outputs")
+        others = [moved] if moved is not None else []
+    for variants in (others, []):  # a perturbed run of another structure is dropped, not the tree
+        if wide is not None:
+            try:
+                return expected_tree(native, wide, variants, eps), False
+            except (NearTie, TruthMismatch):
+                pass
     return expected_tree(native, native, [], eps), True
 
 
