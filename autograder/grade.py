@@ -55,7 +55,7 @@ from .cases import ensure_cases
 from .course_folder import CONFIG, SOLUTIONS, gradebook_cells, prepare_course, tool_env
 from .judge import JudgeServer
 from .limits import OUTPUT_LIMIT, Slot, drain_pending, run_limited
-from .report import UNSANDBOXED
+from .report import RECOGNITION_LINES, UNSANDBOXED
 from .safe_files import copy_tree, read_file
 from .sandbox import sandbox_available, sandboxed, unsandboxed_env
 from .stubs import stub_tree
@@ -101,14 +101,19 @@ def executed_notebooks(folder: Path) -> list[nbformat.NotebookNode]:
 
 
 def cell_errors(notebooks) -> dict[tuple[str, str], str]:
-    """{(notebook, grade id): "ExceptionName: first line of its message"} of the graded cells that raised."""
+    """{(notebook, grade id): "ExceptionName: first line of its message"} of the graded cells that
+    raised; for a failed hidden check, with what recognition found (`autograder.report`)."""
     out = {}
     for stem, nb in notebooks:
         for cell in nb.cells:
             grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
             for o in cell.get("outputs", []) if cell.cell_type == "code" and grade_id else []:
                 if o.get("output_type") == "error":
-                    message = (str(o.get("evalue", "")).strip().splitlines() or [""])[0][:160]
+                    lines = [line.strip() for line in str(o.get("evalue", "")).strip().splitlines()] or [""]
+                    found = [line for line in lines[1:] if line.startswith(RECOGNITION_LINES)]
+                    if o.get("ename") != "HiddenCheckFailed":
+                        found = []
+                    message = "; ".join([lines[0][:160], *[line[:200] for line in found[:3]]])
                     out[(stem, grade_id)] = f"{o.get('ename', 'Error')}: {message}"
     return out
 

@@ -43,7 +43,7 @@ def recognise(seen: dict[str, dict], signatures: dict[str, dict], settings: dict
     case name to the function's result there: {"outputs": plain outputs} or {"error": its code}.
     A function that raises NotImplementedError on every case is the unfinished stub: nothing is
     named for it, whatever a mistake's errors."""
-    if seen and all(s.get("error") == STUB for s in seen.values()):
+    if unfinished(seen):
         return []
     named = []
     for name, entry in (signatures or {}).items():
@@ -51,6 +51,11 @@ def recognise(seen: dict[str, dict], signatures: dict[str, dict], settings: dict
         if signature and all(_matches(seen.get(case), want, settings) for case, want in signature.items()):
             named.append({"name": name, "sentence": entry.get("sentence", "")})
     return named
+
+
+def unfinished(seen: dict[str, dict]) -> bool:
+    """Whether the function raised NotImplementedError on every case: a stub, its own or one it calls."""
+    return bool(seen) and all(s.get("error") == STUB for s in seen.values())
 
 
 def errors_not_raised(entries: list[dict], cases: list[dict]) -> list[str]:

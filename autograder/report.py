@@ -17,8 +17,9 @@ also shows each failure's worst error beside its tolerance.
 
 A failing function's report also names the known mistakes its outputs match
 (`autograder.recognition`): one line each, `known mistake NAME: SENTENCE`, in the catalogue's
-public words, else `not a known mistake`; and when only error cases fail, `the math is right; these
-errors are not raised: CASES`. A name says that the function's outputs on the mistake's cases are
+public words, else `not a known mistake`; when only error cases fail, `the math is right; these
+errors are not raised: CASES`; and for a function that raised NotImplementedError on every case,
+that it is still a stub (or calls one) instead. A name says that the function's outputs on the mistake's cases are
 the mistake's outputs within tolerance: one more pass/fail of the kind a case's verdict already
 is, against a wrong function's outputs instead of the truth's; no value or figure comes with it.
 """
@@ -68,6 +69,10 @@ VERDICT = {
 }
 
 
+UNFINISHED = "NotImplementedError on every case: the function is still a stub, or calls one"
+RECOGNITION_LINES = ("known mistake ", "not a known mistake", "the math is right", UNFINISHED)  # for the grades' notes
+
+
 def error_code(exception: str) -> str:
     """The fixed code of an exception a student's function raised."""
     return f"raised {exception if exception in SHOWN_EXCEPTIONS else 'an exception'}"
@@ -104,6 +109,7 @@ def redact(report: dict) -> dict:
     if "mistakes" in report:  # the catalogue's public names and sentences, and public case names
         out["mistakes"] = [{"name": str(m["name"]), "sentence": str(m["sentence"])} for m in report["mistakes"]]
         out["errors_not_raised"] = [str(name) for name in report.get("errors_not_raised", [])]
+        out["unfinished"] = bool(report.get("unfinished"))
     if report.get("unsandboxed"):
         out["unsandboxed"] = True
     return out
@@ -140,4 +146,6 @@ def mistake_lines(report: dict) -> list[str]:
     lines = [f"  known mistake {m['name']}: {m['sentence']}" for m in report["mistakes"]]
     if report.get("errors_not_raised"):
         lines.append(f"  the math is right; these errors are not raised: {', '.join(report['errors_not_raised'])}")
+    if report.get("unfinished"):
+        lines.append(f"  {UNFINISHED}")
     return lines or ["  not a known mistake"]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .compare import compare, margin, verdict
 from .limits import Slot, start_limited
-from .recognition import errors_not_raised, recognise
+from .recognition import errors_not_raised, recognise, unfinished
 from .report import error_code
 from .suite_api import HARNESSES, SUITES
 
@@ -176,8 +176,8 @@ def _problem(result) -> str | None:
 
 def _compare_into(report: dict, results, cases: list[dict], settings: dict, mistakes: dict | None = None) -> None:
     """The per-case entries of `report` from the runner's `results`; for a failing function, the
-    known mistakes it matches ("mistakes") and, when only error cases fail, their names
-    ("errors_not_raised")."""
+    known mistakes it matches ("mistakes"), when only error cases fail their names
+    ("errors_not_raised"), and whether it raised NotImplementedError on every case ("unfinished")."""
     by_name = {r.get("name"): r for r in results if isinstance(r, dict)} if isinstance(results, list) else {}
     seen = {}  # per case: {"outputs": ...} or {"error": its code}, for recognition
     for case in cases:
@@ -207,3 +207,4 @@ def _compare_into(report: dict, results, cases: list[dict], settings: dict, mist
     if not report["passed"] and report["cases"]:
         report["mistakes"] = recognise(seen, mistakes, settings)
         report["errors_not_raised"] = errors_not_raised(report["cases"], cases)
+        report["unfinished"] = unfinished(seen)

@@ -114,7 +114,7 @@ def test_recognition_names_what_matches_every_case_of_a_signature_and_nothing_el
     the tolerance of the mistake's own rounding, or by its error code); never for the release's stub;
     'the math is right' when only error cases fail. What a kernel reads of it is the catalogue's
     words and case names."""
-    from autograder.recognition import errors_not_raised, recognise
+    from autograder.recognition import errors_not_raised, recognise, unfinished
 
     wrong = torch.tensor([0.5, 2.0])
     signatures = {"halved": {"sentence": "halves it", "signature": {"c1": {"expected": expect(wrong, wrong.double())},
@@ -126,6 +126,7 @@ def test_recognition_names_what_matches_every_case_of_a_signature_and_nothing_el
     assert recognise({**same, "c2": {"error": "raised ValueError"}}, signatures, SETTINGS) == []
     stub = {c: {"error": "raised NotImplementedError"} for c in ("c1", "c2")}
     assert recognise(stub, {"stubbed": {"sentence": "", "signature": {c: dict(v) for c, v in stub.items()}}}, SETTINGS) == []
+    assert unfinished(stub) and not unfinished(same)
     cases = [{"name": "math", "error_case": False}, {"name": "error_beta_0", "error_case": True}]
     entries = [{"case": "math", "ok": True}, {"case": "error_beta_0", "ok": False}]
     assert errors_not_raised(entries, cases) == ["error_beta_0"]
@@ -136,6 +137,8 @@ def test_recognition_names_what_matches_every_case_of_a_signature_and_nothing_el
     text = format_report(redact(report))
     assert "known mistake halved: halves it" in text and "these errors are not raised: error_beta_0" in text
     assert "not a known mistake" in format_report(redact({**report, "mistakes": [], "errors_not_raised": []}))
+    stubbed = format_report(redact({**report, "mistakes": [], "errors_not_raised": [], "unfinished": True}))
+    assert "still a stub" in stubbed and "not a known mistake" not in stubbed
 
 
 @pytest.mark.slow
