@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test demo lab release grade gradescope check student-kit feedback vllm-cpu bench clean
+.PHONY: setup test demo lab release grade gradescope check class-report student-kit feedback vllm-cpu bench clean
 
 setup: $(STAMP)
 
@@ -59,6 +59,12 @@ gradescope: setup
 # runs them: make check NB=02
 check: setup
 	$(PY) -m autograder.practice $(NB)
+
+# What a graded class got wrong (per graded function: passed, each known mistake named, failed
+# otherwise; per hidden case: its failure rate), from COURSE/grades/NN.json into COURSE/grades/:
+# make class-report ASSIGNMENT=07 COURSE=path/to/course
+class-report: setup
+	$(PY) -m autograder.class_report $(ASSIGNMENT) --course $(COURSE)
 
 # What the students of assignment NN get (a folder and its zip): make student-kit ASSIGNMENT=03 OUT=kits/03
 OUT ?= build/kits/$(ASSIGNMENT)

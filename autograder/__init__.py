@@ -7,6 +7,12 @@ Cases and comparison:
   case files and their freshness; `compare`: outputs in one plain shape, the comparison, its
   verdicts; `report`: the words a student reads, and what of a report a kernel may receive.
 
+Known mistakes:
+- `mistakes/<name>.py`: one graded function's catalogue of known mistakes (a public name, the
+  sentence a student reads, the code that makes it, the cases it must fail; grader-only);
+  `signatures`: each mistake's outputs on a draw of cases, made with the cases; `recognition`: which
+  mistakes a failing function's outputs match (the judge's side of the comparison).
+
 Running student code:
 - `checker.check_hidden(name, fn)`: what a hidden-test cell calls; `protocol`: the wire format
   between a kernel and the judge server (both import it).
@@ -28,5 +34,6 @@ secret seed into the git-ignored `autograder/hidden/`), `.release` (notebooks/ f
 `.grade ASSIGNMENT` (a folder of submissions, sandboxed, in parallel), `.feedback ASSIGNMENT`
 (their feedback HTML), `.kit ASSIGNMENT --out DIR` (a student kit), `.practice NN` (`make check`),
 `.gradescope build ASSIGNMENT --out DIR` (the assignment's Gradescope autograder zip; its `run` and
-`prepare` are what the zip's run_autograder and setup.sh call).
+`prepare` are what the zip's run_autograder and setup.sh call);
+`.class_report ASSIGNMENT --course DIR` (what a graded class got wrong: a table and a figure).
 """

@@ -19,8 +19,13 @@ it sets each output's tolerance (`autograder.compare`). A draw
 on which the reference's own rounding is not small (a near-tie, a discontinuity) is redrawn
 (`CaseDraws` attempts). A float64 case (every floating input float64) is its own truth.
 
+Each case also says whether the contract asks for an error there (`error_case`: the reference's
+output is an error the suite turned into an output), and the cases of a suite come with each
+known mistake's signature on them (`autograder.signatures`: what the judge compares a failing
+function with, to name the mistake it makes).
+
 Case files (`HIDDEN_DIR/<suite>.pt`, git-ignored) carry the suite's fingerprint: a hash of the
-suite, of the whole `course_lib` and of the comparison code. `ensure_cases` regenerates a file
+suite, of its catalogue of mistakes, of the whole `course_lib` and of the case and comparison code. `ensure_cases` regenerates a file
 (with a fresh secret seed) only when it is missing or its fingerprint is stale, under a file
 lock, so parallel test workers and grading runs never race.
 """
@@ -134,11 +139,18 @@ def make_case(suite, reference, variants: list, case_name: str, inputs: dict) ->
         expected = expected_tree(native, truth, others, torch.finfo(precision).eps)
     except NearTie as e:
         raise NearTie(f"case {case_name!r}: {e}") from None
-    return {"name": case_name, "inputs": inputs, "expected": expected}
+    return {"name": case_name, "inputs": inputs, "expected": expected, "error_case": expects_error(native)}
 
 
-def make_suite_cases(name: str, seed: int) -> dict:
-    """Inputs and expected outputs of one suite (grader side only)."""
+def expects_error(native) -> bool:
+    """Whether the reference's output on a case says the contract asks for an error (a suite turns
+    the error it expects into an output: {"raises": "ValueError"}, {"raises_value_error": True})."""
+    return isinstance(native, dict) and any(k.startswith("raises") and v not in (None, False) for k, v in native.items())
+
+
+def make_suite_cases(name: str, seed: int, mistakes: bool = True) -> dict:
+    """Inputs and expected outputs of one suite (grader side only) and, unless `mistakes=False`, the
+    signature of each known mistake on them (`autograder.signatures`: what the judge recognises)."""
     import course_lib
 
     suite = load_suite(name)
@@ -153,7 +165,12 @@ def make_suite_cases(name: str, seed: int) -> dict:
             if len(set(names)) != len(names):
                 raise ValueError(f"suite {name!r} has two cases of the same name")
             cases = [make_case(suite, reference, variants, n, inputs) for n, inputs in drawn]
-            return {"suite": name, "graded": suite.GRADED, "fingerprint": fingerprint(name), "cases": cases}
+            data = {"suite": name, "graded": suite.GRADED, "fingerprint": fingerprint(name), "cases": cases}
+            if mistakes:
+                from .signatures import signatures
+
+                data["mistakes"] = signatures(name, suite, cases)
+            return data
         except NearTie as e:
             problem = e
     raise RuntimeError(f"suite {name!r}: {CASE_DRAWS} draws in a row hit a near-tie ({problem}); the suite's "
@@ -162,14 +179,15 @@ def make_suite_cases(name: str, seed: int) -> dict:
 
 def fingerprint(name: str) -> str:
     """A hash of the suite's source, of the suites' shared private modules (`suites/_*.py`), of
-    every course_lib source file and of the case and comparison code: case files older than any
-    of them are stale."""
+    the suite's catalogue of mistakes, of every course_lib source file and of the case, signature
+    and comparison code: case files older than any of them are stale."""
     import course_lib
 
     h = hashlib.sha256()
     lib = Path(course_lib.__file__).resolve().parent
+    catalogue = [*sorted((HERE / "mistakes").glob("_*.py")), *(HERE / "mistakes").glob(f"{name}.py")]
     for path in [HERE / "suites" / f"{name}.py", *sorted((HERE / "suites").glob("_*.py")), HERE / "compare.py",
-                 HERE / "suite_api.py", HERE / "cases.py",
+                 HERE / "suite_api.py", HERE / "cases.py", HERE / "signatures.py", *catalogue,
                  *sorted(lib.rglob("*.py"))]:
         h.update(str(path.name).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]

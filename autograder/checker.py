@@ -3,7 +3,9 @@
 The student's function is serialised by value (cloudpickle) and handed to a judge in another
 process (`autograder.judge`): the judge runs it on the hidden cases in a fresh sandboxed process
 and compares; this process only ever receives the redacted report (per case: its name, pass or
-fail, and whether a failure is at rounding scale or far off). While grading, the judge is a
+fail, and whether a failure is at rounding scale or far off; for a failing function, the names
+and sentences of the known mistakes it makes, `autograder.recognition`). The report's text is the
+error a failing cell shows, so nbgrader's feedback carries it. While grading, the judge is a
 server outside the submission's sandbox (AUTOGRADER_JUDGE_SOCKET) that also keeps the verdict
 and answers each graded check once; otherwise a fresh `python -m autograder.judge` process is
 started.

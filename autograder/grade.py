@@ -28,12 +28,14 @@ student, in a private temporary folder:
 
 Results: DIR/autograded/<student>/<ASSIGNMENT>/ (the executed notebooks and the log),
 DIR/grades/<ASSIGNMENT>.csv and .json (one row per student: status, score, max score, per-cell
-scores, notes, seconds), and what Canvas's gradebook imports (`autograder.lms`):
-DIR/grades/<ASSIGNMENT>_canvas.csv and DIR/grades/canvas.csv (every assignment graded so far),
-nbgrader's student ids mapped to Canvas's by a roster (`--roster`, default DIR/roster.csv). A
-student's status is one of: ok; timeout; output flood (a file or the log reached the output
-limit); too many processes; out of memory; crashed (the kernel died or nbgrader could not grade
-the notebook); no notebook. One bad submission never stops the others.
+scores, notes, seconds; the JSON also holds what the judge found: the known mistakes named per
+cell, the failed hidden cases per suite, for `python -m autograder.class_report`), and what
+Canvas's gradebook imports (`autograder.lms`): DIR/grades/<ASSIGNMENT>_canvas.csv and
+DIR/grades/canvas.csv (every assignment graded so far), nbgrader's student ids mapped to Canvas's
+by a roster (`--roster`, default DIR/roster.csv). A student's status is one of: ok; timeout;
+output flood (a file or the log reached the output limit); too many processes; out of memory;
+crashed (the kernel died or nbgrader could not grade the notebook); no notebook. One bad
+submission never stops the others.
 Without bubblewrap every row notes that it was graded unsandboxed.
 """
 
@@ -59,7 +61,7 @@ from .course_folder import CONFIG, SOLUTIONS, gradebook_cells, prepare_course, t
 from .judge import JudgeServer
 from .limits import OUTPUT_LIMIT, Slot, drain_pending, run_limited
 from .lms import Roster, RosterError, default_roster, read_roster, write_canvas, write_combined
-from .report import UNSANDBOXED
+from .report import RECOGNITION_LINES, UNSANDBOXED
 from .safe_files import copy_tree, read_file
 from .sandbox import sandbox_available, sandbox_kind, sandboxed, unsandboxed_env
 from .stubs import stub_tree
@@ -105,14 +107,19 @@ def executed_notebooks(folder: Path) -> list[nbformat.NotebookNode]:
 
 
 def cell_errors(notebooks) -> dict[tuple[str, str], str]:
-    """{(notebook, grade id): "ExceptionName: first line of its message"} of the graded cells that raised."""
+    """{(notebook, grade id): "ExceptionName: first line of its message"} of the graded cells that
+    raised; for a failed hidden check, with what recognition found (`autograder.report`)."""
     out = {}
     for stem, nb in notebooks:
         for cell in nb.cells:
             grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
             for o in cell.get("outputs", []) if cell.cell_type == "code" and grade_id else []:
                 if o.get("output_type") == "error":
-                    message = (str(o.get("evalue", "")).strip().splitlines() or [""])[0][:160]
+                    lines = [line.strip() for line in str(o.get("evalue", "")).strip().splitlines()] or [""]
+                    found = [line for line in lines[1:] if line.startswith(RECOGNITION_LINES)]
+                    if o.get("ename") != "HiddenCheckFailed":
+                        found = []
+                    message = "; ".join([lines[0][:160], *[line[:200] for line in found[:3]]])
                     out[(stem, grade_id)] = f"{o.get('ename', 'Error')}: {message}"
     return out
 
@@ -186,6 +193,7 @@ def grade_one(student: str, index: int, submission: Path, assignment: str, base:
     marks = {"start": started}
     row = {"student": student, "status": "ok", "score": 0.0, "max_score": sum(c["max_score"] for c in cells),
            "cells": {f"{c['notebook']}:{c['cell']}": 0.0 for c in cells}, "notes": []}
+    _record_outcomes(row, cells, gates, {})  # nothing judged yet: no mistake named, no suite answered
     if not sandbox_available():
         row["notes"].append(UNSANDBOXED)
     if not real_folder(submission) or not real_folder(submission.parent):
@@ -222,7 +230,7 @@ def grade_one(student: str, index: int, submission: Path, assignment: str, base:
         slot.close()  # nothing of the submission outlives its run
         marks["ran"] = time.time()
         verdicts = {k: list(v) for k, v in judge.verdicts.items()}
-        refused, judge_seconds = dict(judge.refused), dict(judge.seconds)
+        refused, judge_seconds, outcomes = dict(judge.refused), dict(judge.seconds), dict(judge.outcomes)
     # 4. read back, never through a link
     out = private / "out"
     graded = work / "autograded" / student / assignment
@@ -242,6 +250,7 @@ def grade_one(student: str, index: int, submission: Path, assignment: str, base:
     row["notes"] += [f"{name}: {n} more call(s) of its hidden check refused (each graded check is answered once)"
                      for name, n in refused.items()]
     _score_cells(row, scores, cells, gates, verdicts, cell_errors(notebooks))
+    _record_outcomes(row, cells, gates, outcomes)
     dest = course / "autograded" / student / assignment
     shutil.rmtree(dest, ignore_errors=True)
     if (out / "autograded").is_dir():
@@ -268,6 +277,19 @@ def _score_cells(row: dict, scores, cells: list[dict], gates: dict, verdicts: di
             row["notes"].append(f"{cell['cell']}: 0 points ({errors[key]})")
         row["cells"][f"{cell['notebook']}:{cell['cell']}"] = score
     row["score"] = sum(row["cells"].values())
+
+
+def _record_outcomes(row: dict, cells: list[dict], gates: dict, outcomes: dict[str, dict]) -> None:
+    """The judge's findings in the row, for any tool that reads the grades: `mistakes`, per graded
+    cell, the names of the known mistakes its hidden checks named; `failed_cases`, per suite the
+    judge answered, the hidden cases that failed ([] when it passed); `errors_not_raised`, per suite
+    whose only failures were error cases, those cases."""
+    row["mistakes"] = {f"{c['notebook']}:{c['cell']}": sorted({m for n in gates.get((c["notebook"], c["cell"]), [])
+                                                                  for m in outcomes.get(n, {}).get("mistakes", [])})
+                       for c in cells}
+    row["failed_cases"] = {name: found["failed_cases"] for name, found in sorted(outcomes.items())}
+    row["errors_not_raised"] = {name: found["errors_not_raised"] for name, found in sorted(outcomes.items())
+                                if found["errors_not_raised"]}
 
 
 def grade(assignment: str, course: Path, jobs: int = 2, timeout: float = 600.0, memory_gb: float = 6.0,

@@ -4,7 +4,9 @@
 (cloudpickle bytes) on them in a fresh, sandboxed runner where the references of the open
 assignments are stubs (`autograder.trial`, `autograder.stubs`); the report it returns is the
 full one, for the grader. What a grading kernel receives is `report.redact(...)` of it: per case
-its name, pass or fail, and whether a failure is at rounding scale or far off.
+its name, pass or fail, and whether a failure is at rounding scale or far off, and for a failing
+function the known mistakes its outputs match (compared here, outside the sandbox, with each
+mistake's outputs stored beside the hidden cases: `autograder.recognition`).
 
 While grading, the judge is a `JudgeServer` on a unix socket outside the submission's sandbox
 (`autograder.grade` runs one per submission). It answers:
@@ -64,14 +66,16 @@ def judge(name: str, fn_bytes: bytes | list[bytes], hidden_dir: Path | None = No
     data = load_cases(name, hidden_dir)
     return run_cases(name, fn_bytes, data["cases"], suite_settings(suite), package=SUITES,
                      course_lib=stub_for_suite(name, assignment), hide=[Path(hidden_dir or HIDDEN_DIR)], slot=slot,
-                     runner=runner)
+                     runner=runner, mistakes=data.get("mistakes"))
 
 
 class JudgeServer:
     """A judge on a unix socket for one submission of `assignment`.
 
     `budget` is {suite: calls allowed}; `verdicts` maps a suite to the pass/fail of its answered
-    calls; `refused` counts the calls refused per suite."""
+    calls; `refused` counts the calls refused per suite. `outcomes` maps a suite to what its last
+    answered call found, for the grades' rows and the class report (`autograder.class_report`):
+    {"failed_cases": [case names], "mistakes": [known mistakes named], "errors_not_raised": [...]}."""
 
     def __init__(self, socket_path: Path, *, assignment: str | None, budget: Counter, slot: Slot | None = None,
                  hidden_dir: Path | None = None):
@@ -79,6 +83,7 @@ class JudgeServer:
         self.assignment, self.slot, self.hidden_dir = assignment, slot, hidden_dir
         self.left = Counter(budget)
         self.verdicts: dict[str, list[bool]] = {}
+        self.outcomes: dict[str, dict] = {}
         self.refused: Counter = Counter()
         self.seconds: dict[str, float] = {}  # of the answered calls of each suite (the grading time's breakdown)
         self.runner: Runner | None = None  # a forking runner, started ahead
@@ -127,6 +132,7 @@ class JudgeServer:
         self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
         self._warm_up()
         self.verdicts.setdefault(name, []).append(bool(report["passed"]))
+        self.outcomes[name] = outcome_of(report, self.hidden_dir)
         return redact(report)
 
     def _warm_up(self) -> None:
@@ -158,6 +164,19 @@ class JudgeServer:
         if self.runner is not None:
             self.runner.close()
             self.runner = None
+
+
+def outcome_of(report: dict, hidden_dir: Path | None = None) -> dict:
+    """What one answered check found: the failed case names (every case of the suite when the run
+    itself failed: a timeout, a crash), the known mistakes named and the error cases not raised."""
+    failed = [c["case"] for c in report.get("cases", []) if not c["ok"]]
+    if report.get("problem") and not report.get("cases"):
+        try:
+            failed = [c["name"] for c in load_cases(report["name"], hidden_dir)["cases"]]
+        except Exception:  # noqa: BLE001 - no case file to name them from
+            failed = []
+    return {"failed_cases": failed, "mistakes": [m["name"] for m in report.get("mistakes", [])],
+            "errors_not_raised": list(report.get("errors_not_raised", []))}
 
 
 def _known_suites() -> set[str]:

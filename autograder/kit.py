@@ -12,16 +12,18 @@ writes DIR/ and DIR.zip:
     data/ configs/                   the tiny world and the training configurations
     practice/MM/<suite>.pt           practice cases of notebooks MM <= NN: inputs drawn with the public
                                      seed, expected outputs from the reference (the only expected values
-                                     in the kit); practice/manifest.json says which suites each notebook has
+                                     in the kit) and the known mistakes' outputs on them with their names
+                                     and sentences (no code); practice/manifest.json says which suites
+                                     each notebook has
     autograder/                      what `make check` needs and nothing else: the suite interface, the
                                      comparison, the report, the runner, its limits, one trial of a
                                      function on cases, `practice`, and harness/<suite>.py: each suite's
                                      `call` and settings without `make_inputs`
 
 and nothing else: no solutions/, lessons/, suites, hidden cases, tests or git history.
-`leaks(path, assignment)` lists every line of a reference body of an open assignment found in
-a kit folder or zip (notebooks read cell by cell, zips and torch files member by member); a
-test builds the kit of every assignment and requires none.
+`leaks(path, assignment)` lists every line of a reference body of an open assignment, or of a
+catalogued mistake's code, found in a kit folder or zip (notebooks read cell by cell, zips and
+torch files member by member); a test builds the kit of every assignment and requires none.
 """
 
 from __future__ import annotations
@@ -71,8 +73,11 @@ def practice_cases(suite: str, seed: int) -> dict:
     if (suite, seed) not in _PRACTICE:
         data = make_suite_cases(suite, seed)
         _PRACTICE[(suite, seed)] = {"suite": suite, "graded": data["graded"], "seed": seed,
-                                    "cases": [{"name": c["name"], "inputs": c["inputs"], "expected": c["expected"]}
-                                              for c in data["cases"]]}
+                                    "cases": [{"name": c["name"], "inputs": c["inputs"], "expected": c["expected"],
+                                               "error_case": c["error_case"]} for c in data["cases"]],
+                                    # names, sentences and outputs on these public inputs: no mistake's code
+                                    "mistakes": {name: {"sentence": m["sentence"], "signature": m["signature"]}
+                                                 for name, m in data["mistakes"].items()}}
     return _PRACTICE[(suite, seed)]
 
 
@@ -186,8 +191,9 @@ def _public_text(assignment: str, harnesses: bool = True) -> str:
     return "\n".join(parts)
 
 
-def secret_lines(assignment: str, harnesses_public: bool = True) -> set[str]:
-    """Lines of the reference bodies of the open assignments of `assignment` that nothing public
+def secret_lines(assignment: str, harnesses_public: bool = True, mistakes: bool = True) -> set[str]:
+    """Lines of the reference bodies of the open assignments of `assignment` and, unless
+    `mistakes=False`, of the code of every catalogued mistake (`mistake_lines`), that nothing public
     shows (a line found anywhere in the public text, e.g. `optimizer.step()` in a docstring, is
     no secret)."""
     by_module: dict[str, dict[str, str]] = {}
@@ -196,15 +202,28 @@ def secret_lines(assignment: str, harnesses_public: bool = True) -> set[str]:
     lines = set()
     for module, names in by_module.items():
         lines |= _body_lines(module_path(module, REPO_ROOT).read_text(encoding="utf-8"), names)
+    if mistakes:
+        lines |= mistake_lines()
     public = _public_text(assignment, harnesses_public)
     return {line for line in lines if len(line) >= MIN_SECRET_CHARS and not line.startswith("#") and line not in public}
+
+
+def mistake_lines() -> set[str]:
+    """The stripped lines of every catalogued mistake's code (`autograder.mistakes`): grader-only, so
+    a kit carries the mistakes' names, sentences and outputs on the practice cases, never their code."""
+    import textwrap
+
+    from .mistakes import catalogue, catalogue_files
+
+    return {line.strip() for suite in catalogue_files() for m in catalogue(suite).values()
+            for line in textwrap.dedent(m.source).splitlines()}
 
 
 def harness_leaks(assignment: str) -> dict[str, list[str]]:
     """{suite: the reference-body lines of open assignments its harness holds}, for the suites of
     the notebooks up to `assignment`: a harness may share one line with a reference (how it calls
     the function), never a block of them."""
-    secrets = secret_lines(assignment, harnesses_public=False)
+    secrets = secret_lines(assignment, harnesses_public=False, mistakes=False)
     out = {}
     for a in assignments():
         if a <= assignment and (SOLUTIONS / a).is_dir():
@@ -255,12 +274,14 @@ def main(argv: list[str] | None = None) -> int:
     out = build_kit(assignment, args.out, make_zip=not args.no_zip)
     found = leaks(out, assignment) + ([] if args.no_zip else leaks(out.with_suffix(".zip"), assignment))
     if found:
-        print("the kit holds lines of reference bodies of open assignments:", *[f"{f}: {line}" for f, line in found[:20]],
+        print("the kit holds lines of reference bodies of open assignments or of catalogued mistakes:",
+              *[f"{f}: {line}" for f, line in found[:20]],
               sep="\n  ", file=sys.stderr)
         return 1
     print(f"wrote {out}" + ("" if args.no_zip else f" and {out.with_suffix('.zip')}") +
           f": notebooks {', '.join(sorted(p.name for p in (out / 'notebooks').iterdir()))}, "
-          f"stubs for {', '.join(g.name for g in open_names(assignment))}; no reference line of an open assignment")
+          f"stubs for {', '.join(g.name for g in open_names(assignment))}; no reference line of an open assignment "
+          "or line of a mistake's code")
     return 0
 
 

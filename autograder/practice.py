@@ -9,11 +9,13 @@ run, each in a fresh process, on practice cases of the very kinds the hidden cas
 same suites, drawn with a public seed instead of the grader's secret one, with expected values
 made as the hidden ones are (the float64 truth, a tolerance measured on each case). The report
 has the judge's format and, the cases being public, each failure's largest error beside its
-tolerance. Only the draws differ from grading, so a hidden failure is never a surprise about the
-contract.
+tolerance; a failing function is also compared with the known mistakes of its catalogue (their
+outputs on these cases: `autograder.recognition`), and the report names the ones it makes. Only
+the draws differ from grading, so a hidden failure is never a surprise about the contract.
 
 In a student kit the practice cases are files (`practice/NN/<suite>.pt`, made when the kit was
-built: the only place expected values live there) and each suite is its harness alone
+built: the only place expected values live there, beside the known mistakes' outputs on the same
+public inputs, their names and sentences, never their code) and each suite is its harness alone
 (`autograder/harness/`: how a function is called, without how hidden inputs are drawn). In the
 repository they are generated from `autograder/suites/` and `course_lib` into
 `build/practice/` (git-ignored), and your function runs where the references of the open
@@ -51,22 +53,23 @@ def manifest() -> dict:
     return out
 
 
-def practice_cases(suite: str, assignment: str, seed: int = PRACTICE_SEED) -> list[dict]:
-    """The practice cases of one suite: the kit's file, or generated (and cached) in the repository."""
+def practice_cases(suite: str, assignment: str, seed: int = PRACTICE_SEED) -> dict:
+    """The practice cases of one suite ({"cases", "mistakes": the known mistakes' signatures on
+    them}): the kit's file, or generated (and cached) in the repository."""
     import torch
 
     if in_kit():
-        return torch.load(PRACTICE / assignment / f"{suite}.pt", weights_only=False)["cases"]
+        return torch.load(PRACTICE / assignment / f"{suite}.pt", weights_only=False)
     from .cases import fingerprint, make_suite_cases, save_cases
 
     path = ROOT / "build" / "practice" / f"seed{seed}" / f"{suite}.pt"
     if path.is_file():
         data = torch.load(path, weights_only=False)
         if data.get("fingerprint") == fingerprint(suite):
-            return data["cases"]
+            return data
     data = make_suite_cases(suite, seed)
     save_cases(data, path)
-    return data["cases"]
+    return data
 
 
 def student_functions(assignment: str, notebook: Path | None = None) -> tuple[dict, set[str], str | None]:
@@ -107,15 +110,16 @@ def check(assignment: str, notebook: Path | None = None, seed: int = PRACTICE_SE
         else:
             settings = suite_settings(load_suite(suite, package))
             fn_bytes = cloudpickle.dumps(namespace[graded])
-            cases = practice_cases(suite, assignment, seed)
+            data = practice_cases(suite, assignment, seed)
+            cases, mistakes = data["cases"], data.get("mistakes")
             if in_kit():  # the kit's course_lib is already the stubbed one
                 report = run_cases(suite, fn_bytes, cases, settings, package=package, sandbox=False, root=ROOT,
-                                   kind="practice")
+                                   kind="practice", mistakes=mistakes)
             else:
                 from .stubs import stub_for_suite
 
                 report = run_cases(suite, fn_bytes, cases, settings, package=package, kind="practice",
-                                   course_lib=stub_for_suite(suite, assignment))
+                                   course_lib=stub_for_suite(suite, assignment), mistakes=mistakes)
         reports.append(report)
     return reports
 

@@ -5,7 +5,8 @@ A report, as `autograder.trial.run_cases` makes it:
     {"name": suite, "kind": "hidden" | "practice", "passed": bool, "problem": CODE or None,
      "unsandboxed": bool (optional),
      "cases": [{"case": name, "ok": bool, "verdict": "pass" | "rounding" | "far" | "wrong" | "error",
-                "error": CODE or None, "problems": [problem dicts of autograder.compare]}]}
+                "error": CODE or None, "problems": [problem dicts of autograder.compare]}],
+     "mistakes": [{"name", "sentence"}], "errors_not_raised": [case names]}   (a failing function)
 
 For hidden cases the kernel only ever gets `redact(report)`: per case its name, pass or fail and
 the verdict (failed at rounding scale / far off / a wrong structure, naming the output), and a
@@ -13,6 +14,14 @@ fixed message for an error. No error figure, no count of differing values, no sh
 the student's code chose, no text the student's process wrote: any of those, read over many calls,
 would be an oracle for the hidden inputs or outputs. Practice cases are public, so their report
 also shows each failure's worst error beside its tolerance.
+
+A failing function's report also names the known mistakes its outputs match
+(`autograder.recognition`): one line each, `known mistake NAME: SENTENCE`, in the catalogue's
+public words, else `not a known mistake`; when only error cases fail, `the math is right; these
+errors are not raised: CASES`; and for a function that raised NotImplementedError on every case,
+that it is still a stub (or calls one) instead. A name says that the function's outputs on the mistake's cases are
+the mistake's outputs within tolerance: one more pass/fail of the kind a case's verdict already
+is, against a wrong function's outputs instead of the truth's; no value or figure comes with it.
 """
 
 from __future__ import annotations
@@ -60,6 +69,10 @@ VERDICT = {
 }
 
 
+UNFINISHED = "NotImplementedError on every case: the function is still a stub, or calls one"
+RECOGNITION_LINES = ("known mistake ", "not a known mistake", "the math is right", UNFINISHED)  # for the grades' notes
+
+
 def error_code(exception: str) -> str:
     """The fixed code of an exception a student's function raised."""
     return f"raised {exception if exception in SHOWN_EXCEPTIONS else 'an exception'}"
@@ -93,6 +106,10 @@ def redact(report: dict) -> dict:
                       "problems": problems[:3]})
     out = {"name": report["name"], "kind": report.get("kind", "hidden"), "passed": bool(report.get("passed")),
            "problem": report.get("problem"), "cases": cases}
+    if "mistakes" in report:  # the catalogue's public names and sentences, and public case names
+        out["mistakes"] = [{"name": str(m["name"]), "sentence": str(m["sentence"])} for m in report["mistakes"]]
+        out["errors_not_raised"] = [str(name) for name in report.get("errors_not_raised", [])]
+        out["unfinished"] = bool(report.get("unfinished"))
     if report.get("unsandboxed"):
         out["unsandboxed"] = True
     return out
@@ -118,4 +135,17 @@ def format_report(report: dict, numbers: bool | None = None) -> str:
         else:
             why = [_problem_text(p, numbers) for p in c.get("problems", [])[:3]]
         lines.append(f"  FAIL {c['case']}: " + "; ".join(why))
-    return "\n".join(lines)
+    return "\n".join(lines + mistake_lines(report))
+
+
+def mistake_lines(report: dict) -> list[str]:
+    """What recognition found in a failing function (`autograder.recognition`): a line per known
+    mistake, the math-is-right line, or "not a known mistake"; nothing for a report without it."""
+    if "mistakes" not in report:
+        return []
+    lines = [f"  known mistake {m['name']}: {m['sentence']}" for m in report["mistakes"]]
+    if report.get("errors_not_raised"):
+        lines.append(f"  the math is right; these errors are not raised: {', '.join(report['errors_not_raised'])}")
+    if report.get("unfinished"):
+        lines.append(f"  {UNFINISHED}")
+    return lines or ["  not a known mistake"]

@@ -45,6 +45,7 @@ SUITES = "autograder.suites"  # the package of the suites; a student kit has onl
 HARNESSES = "autograder.harness"
 DEFAULT_TIMEOUT = 120.0
 PRACTICE_SEED = 0  # the public seed of the practice cases (`make check`, the student kits)
+RUN_SEED = 0  # the global torch seed every call of a graded function starts from (`run_case`)
 
 
 _TOKENIZER: list = []
@@ -94,11 +95,17 @@ def run_case(suite: ModuleType, fn, inputs: dict) -> dict:
     exception becomes {"__error__": its class name when a builtin one, else a generic word}.
 
     A suite may turn an exception it expects into an output itself (e.g. {"raises": "ValueError"}).
+    Every call starts from the same state of torch's global random generator (RUN_SEED; the
+    caller's state is restored after), so a function that draws from it (a known mistake: the
+    generator it is given ignored) gives the same outputs in the judge's runner as where a known
+    mistake's outputs were recorded (`autograder.signatures`).
     """
     from .compare import OutputError, normalize
 
     try:
-        out = suite.call(fn, copy.deepcopy(inputs))
+        with torch.random.fork_rng(devices=[]):
+            torch.default_generator.manual_seed(RUN_SEED)  # the CPU's only: torch.manual_seed formats a stack
+            out = suite.call(fn, copy.deepcopy(inputs))
     except Exception as e:  # noqa: BLE001 - any failure of the graded function is a result
         return {"__error__": exception_name(e)}
     if not isinstance(out, dict):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .compare import compare, margin, verdict
 from .limits import Slot, start_limited
+from .recognition import errors_not_raised, recognise, unfinished
 from .report import error_code
 from .suite_api import HARNESSES, SUITES
 
@@ -120,11 +121,14 @@ def start_runner(*, package: str, course_lib: Path | None = None, sandbox: bool 
 
 def run_cases(name: str, fn_bytes: bytes | list[bytes], cases: list[dict], settings: dict, *, package: str,
               course_lib: Path | None = None, sandbox: bool = True, root: Path = REPO_ROOT, kind: str = "hidden",
-              hide: list[Path] = (), slot: Slot | None = None, runner: Runner | None = None) -> dict | list[dict]:
+              hide: list[Path] = (), slot: Slot | None = None, runner: Runner | None = None,
+              mistakes: dict | None = None) -> dict | list[dict]:
     """Run the function (cloudpickle bytes) on `cases` ({name, inputs, expected}) in a fresh
     runner process (`runner`, started ahead, or a new one) and compare; the full report
     (`autograder.report`: redact it before a kernel sees it). `hide`: folders inside the
-    sandbox's visible parts to empty; `slot`: the submission's limits, which the runner joins.
+    sandbox's visible parts to empty; `slot`: the submission's limits, which the runner joins;
+    `mistakes`: the known mistakes' signatures on these cases (`autograder.signatures`), which a
+    failing function is compared with (`autograder.recognition`).
 
     Given a list of functions, they run in turn in one runner process (the time limit multiplied
     by their number) and a list of reports comes back: a bulk check for the tests."""
@@ -155,7 +159,7 @@ def run_cases(name: str, fn_bytes: bytes | list[bytes], cases: list[dict], setti
         if runner.unsandboxed:
             report["unsandboxed"] = True
         if problem is None:
-            _compare_into(report, results[i], cases, settings)
+            _compare_into(report, results[i], cases, settings, mistakes)
         reports.append(report)
     return reports if many else reports[0]
 
@@ -170,8 +174,12 @@ def _problem(result) -> str | None:
     return None
 
 
-def _compare_into(report: dict, results, cases: list[dict], settings: dict) -> None:
+def _compare_into(report: dict, results, cases: list[dict], settings: dict, mistakes: dict | None = None) -> None:
+    """The per-case entries of `report` from the runner's `results`; for a failing function, the
+    known mistakes it matches ("mistakes"), when only error cases fail their names
+    ("errors_not_raised"), and whether it raised NotImplementedError on every case ("unfinished")."""
     by_name = {r.get("name"): r for r in results if isinstance(r, dict)} if isinstance(results, list) else {}
+    seen = {}  # per case: {"outputs": ...} or {"error": its code}, for recognition
     for case in cases:
         got = by_name.get(case["name"])
         entry = {"case": case["name"], "ok": False, "verdict": "error", "error": None, "problems": []}
@@ -187,9 +195,16 @@ def _compare_into(report: dict, results, cases: list[dict], settings: dict) -> N
                 entry["verdict"] = verdict(entry["problems"])
                 entry["ok"] = not entry["problems"]
                 entry["margin"] = margin(got["outputs"], case["expected"])  # for the tests; redacted away
+                seen[case["name"]] = {"outputs": got["outputs"]}
             except Exception:  # noqa: BLE001 - outputs of a shape the comparison cannot walk
                 entry["error"] = "unusable"
         else:
             entry["error"] = "no result"
+        if entry["error"]:
+            seen[case["name"]] = {"error": entry["error"]}
         report["cases"].append(entry)
     report["passed"] = bool(report["cases"]) and all(c["ok"] for c in report["cases"])
+    if not report["passed"] and report["cases"]:
+        report["mistakes"] = recognise(seen, mistakes, settings)
+        report["errors_not_raised"] = errors_not_raised(report["cases"], cases)
+        report["unfinished"] = unfinished(seen)

@@ -29,6 +29,7 @@ def measure(names: list[str], seeds: int) -> dict:
 
     from autograder.cases import make_suite_cases, save_cases, case_path
     from autograder.judge import judge
+    from autograder.mistakes import catalogue
     from tests.helpers import fn_from
 
     out = {}
@@ -39,14 +40,15 @@ def measure(names: list[str], seeds: int) -> dict:
             worst, failures = 0.0, []
             for seed in range(seeds):
                 folder = Path(tmp) / f"seed{seed}"
-                save_cases(make_suite_cases(module.SUITE, 7919 * (seed + 1)), case_path(module.SUITE, folder))
+                save_cases(make_suite_cases(module.SUITE, 7919 * (seed + 1), mistakes=False),
+                           case_path(module.SUITE, folder))
                 fns = [cloudpickle.dumps(fn_from(src, graded)) for src in module.CORRECT.values()]
                 for label, report in zip(module.CORRECT, judge(module.SUITE, fns, hidden_dir=folder)):
                     worst = max([worst] + [c.get("margin", 0.0) for c in report["cases"]])
                     if not report["passed"]:
                         failures.append(f"seed {seed}: {label}")
             out[name] = {"largest_share": worst, "draws": seeds, "versions": len(module.CORRECT),
-                         "mistakes": len(module.MISTAKES), "failures": failures}
+                         "mistakes": len(catalogue(module.SUITE)), "failures": failures}
             print(f"{name:36s} largest share {worst:.3g} over {seeds} draws x {len(module.CORRECT)} versions"
                   + (f"; FAILED: {failures}" if failures else ""), flush=True)
     return out

@@ -87,6 +87,10 @@ print(arith_train[0])
 import re
 
 # %% [tests] test_extract_gsm8k_answer 2
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("extract_gsm8k_answer", extract_gsm8k_answer)
+### END HIDDEN TESTS
 expect(extract_gsm8k_answer(gsm8k_example["answer"]) == "72", "the answer after '####' is not returned")
 expect(extract_gsm8k_answer("So 3 + 4 = 7\n#### 7") == "7", "the answer after '####' is not returned")
 expect(extract_gsm8k_answer("Total: <<5*3=15>>15\n####  15 \n") == "15", "whitespace around the answer is kept")
@@ -101,10 +105,6 @@ except ValueError:
     raised = True
 expect(raised, "a text without '#### N' must raise ValueError, not return something")
 print("extract_gsm8k_answer: all visible checks pass")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("extract_gsm8k_answer", extract_gsm8k_answer)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## 2. The r1_zero format
@@ -142,6 +142,10 @@ print(format_r1_zero_prompt("What is 2 + 3?"))
 # %% [solution] course_lib.gsm8k:gsm8k_to_r1_zero
 
 # %% [tests] test_gsm8k_to_r1_zero 2
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("gsm8k_to_r1_zero", gsm8k_to_r1_zero)
+### END HIDDEN TESTS
 row = gsm8k_to_r1_zero(gsm8k_example)
 expect(set(row) >= {"prompt", "output", "ground_truth"}, "the result needs the keys 'prompt', 'output' and 'ground_truth'")
 expect(row["prompt"] == format_r1_zero_prompt(gsm8k_example["question"]), "the prompt is not the r1_zero template with the question filled in")
@@ -159,10 +163,6 @@ expect(custom["prompt"] == "Q: 1 + 1?\nA: <think>", "the template argument is ig
 commas = gsm8k_to_r1_zero({"question": "?", "answer": "1000 + 80\n#### 1,080"})
 expect(commas["ground_truth"] == "1080" and "<answer> 1080 </answer>" in commas["output"], "thousands commas kept in the answer")
 print("gsm8k_to_r1_zero: all visible checks pass")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("gsm8k_to_r1_zero", gsm8k_to_r1_zero)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## 3. From strings to training tensors
@@ -217,6 +217,10 @@ for p, o in zip(tiny_prompts, tiny_outputs):
 import torch
 
 # %% [tests] test_tokenize_prompt_and_output 4
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("tokenize_prompt_and_output", tokenize_prompt_and_output)
+### END HIDDEN TESTS
 batch = tokenize_prompt_and_output(tiny_prompts, tiny_outputs, tokenizer)
 expect(isinstance(batch, dict) and {"input_ids", "labels", "response_mask"} <= set(batch), "the result needs the keys input_ids, labels, response_mask")
 ids, labels, mask = batch["input_ids"], batch["labels"], batch["response_mask"]
@@ -241,10 +245,6 @@ except ValueError:
     raised = True
 expect(raised, "prompts and outputs of different lengths must raise ValueError")
 print("tokenize_prompt_and_output: all visible checks pass")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("tokenize_prompt_and_output", tokenize_prompt_and_output)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## 4. Seeing the shift and the mask

@@ -116,6 +116,10 @@ import torch
 # float64, which is accurate to about 15 digits.
 
 # %% [tests] compute_entropy 5
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("compute_entropy", compute_entropy)
+### END HIDDEN TESTS
 # shape: the entropy reduces the last dimension only
 logits = torch.randn(2, 3, 7)
 H = compute_entropy(logits)
@@ -159,10 +163,6 @@ print("all visible checks passed")
 
 # Hidden cases (the grader runs them on your compute_entropy, in a fresh process): see the list
 # above this cell. `make check NB=02` runs practice cases of the same kinds on your machine.
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("compute_entropy", compute_entropy)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## Figure 1: entropy against temperature

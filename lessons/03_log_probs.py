@@ -77,6 +77,10 @@ from course_lib.selfcheck import cmp, expect  # cmp: exact / approximate / max d
 import torch
 
 # %% [tests] masked_normalize 3
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("masked_normalize", masked_normalize)
+### END HIDDEN TESTS
 x = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
 m = torch.tensor([[1, 1, 0], [0, 1, 1]], dtype=torch.bool)
 expect(cmp("worked example, dim=-1, c=2", masked_normalize(x, m, dim=-1, normalize_constant=2.0), torch.tensor([1.5, 5.5])),
@@ -95,10 +99,6 @@ expect(cmp("masked -inf and NaN do not leak", masked_normalize(logp, mask, dim=-
 print("all visible checks passed")
 
 # Hidden cases (run by the grader on your masked_normalize, in a fresh process): listed above.
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("masked_normalize", masked_normalize)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## Part 2: log-probabilities of the labels
@@ -245,6 +245,10 @@ print("gradcheck ok", torch.autograd.gradcheck(lambda t: PickLabel.apply(t, y3),
 import torch
 
 # %% [tests] log_probs_from_logits 3
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("log_probs_from_logits", log_probs_from_logits)
+### END HIDDEN TESTS
 def reference_log_probs(logits, labels):  # the obvious formula, in float64
     return torch.log_softmax(logits.double(), dim=-1).gather(-1, labels[..., None]).squeeze(-1)
 
@@ -331,10 +335,6 @@ expect(kept < big.numel() * big.element_size() / 8,
 print("all visible checks passed")
 
 # Hidden cases (run by the grader on your log_probs_from_logits, in a fresh process): listed above.
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("log_probs_from_logits", log_probs_from_logits)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ### Your turn: `get_response_log_probs`
@@ -368,6 +368,10 @@ batch = tokenize_prompt_and_output([e["prompt"] for e in examples], [e["output"]
 print({k: tuple(v.shape) for k, v in batch.items()}, "vocabulary", len(tokenizer))
 
 # %% [tests] get_response_log_probs 4
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("get_response_log_probs", get_response_log_probs)
+### END HIDDEN TESTS
 out = get_response_log_probs(model, batch["input_ids"], batch["labels"], return_token_entropy=True)
 logits_ref = model(batch["input_ids"]).logits.detach().double()
 expected = torch.log_softmax(logits_ref, -1).gather(-1, batch["labels"][..., None]).squeeze(-1)
@@ -384,10 +388,6 @@ expect(get_response_log_probs(model, batch["input_ids"], batch["labels"])["token
 print("all visible checks passed")
 
 # Hidden cases (run by the grader on your get_response_log_probs, in a fresh process): listed above.
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("get_response_log_probs", get_response_log_probs)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## Putting them together: how likely is a response?

@@ -110,6 +110,10 @@ import torch
 # ## Self-checks
 
 # %% [tests] sft_microbatch_train_step 5
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("sft_microbatch_train_step", sft_microbatch_train_step)
+### END HIDDEN TESTS
 # one micro-batch of n = 3 examples, from a batch of B = n * k = 12 split into k = 4 micro-batches
 n, T, c, k = 3, 5, 42.0, 4
 logp_values = -torch.rand(n, T) * 3
@@ -155,10 +159,6 @@ expect(bool(torch.isfinite(torch.as_tensor(loss_inf))) and bool(torch.isfinite(p
 print("all visible checks passed")
 
 # Hidden cases (run by the grader on your sft_microbatch_train_step, in a fresh process): listed above.
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("sft_microbatch_train_step", sft_microbatch_train_step)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## The proof, on a real model

@@ -125,6 +125,10 @@ class ScriptedEngine:
         return [Rollout(prompt=p, text=self.responses[p], token_ids=[], finish_reason="stop") for p in prompts]
 
 # %% [tests] evaluate 4
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("evaluate", evaluate)
+### END HIDDEN TESTS
 ex = [gsm8k_to_r1_zero(p) for p in test_problems[:4]]
 reasoning = [e["output"].split(" </think>")[0] for e in ex]
 responses = {
@@ -180,10 +184,6 @@ expect(raised, "4 prompts and 3 ground truths must raise ValueError (zip would s
 print("all visible checks passed")
 
 # Hidden cases (run by the grader on your evaluate, in a fresh process): listed above.
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("evaluate", evaluate)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ### The zero-shot baseline
@@ -306,6 +306,10 @@ import torch
 # and `nll_sum`, and that each passed function was called once per micro-batch.
 
 # %% [tests] sft_train_step 5
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("sft_train_step", sft_train_step)
+### END HIDDEN TESTS
 import copy
 
 import course_lib  # the released references of notebooks 01, 03 and 04: this check tests your step alone
@@ -384,10 +388,6 @@ expect(raised, "5 examples do not split into k = 2 micro-batches: raise ValueErr
 print("all visible checks passed")
 
 # Hidden cases (run by the grader on your sft_train_step, in a fresh process): listed above.
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("sft_train_step", sft_train_step)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## Part 3: the SFT run, with its generations logged

@@ -113,6 +113,10 @@ import torch
 # A reward function for the checks: an answer is right when it equals the ground truth.
 
 # %% [tests] compute_group_normalized_rewards 5
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("compute_group_normalized_rewards", compute_group_normalized_rewards)
+### END HIDDEN TESTS
 def exact_match(response, ground_truth):
     right = float(response.strip() == ground_truth)
     return {"format_reward": 1.0, "answer_reward": right, "reward": right}
@@ -169,10 +173,6 @@ expect(bool((adv_1 == 0).all()) and not bool(torch.isnan(adv_1).any()),
 print("all visible checks passed")
 # Hidden cases: groups of 1 to 16 responses, 0/1 and continuous rewards, constant groups with
 # eps 0, a large eps, both settings of normalize_by_std.
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("compute_group_normalized_rewards", compute_group_normalized_rewards)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## Real rollouts from the SFT model

@@ -250,6 +250,10 @@ import torch
 import torch
 
 # %% [tests] compute_naive_policy_gradient_loss 2
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("compute_naive_policy_gradient_loss", compute_naive_policy_gradient_loss)
+### END HIDDEN TESTS
 A = torch.tensor([[2.0], [-1.0], [0.0]])
 logp = -torch.rand(3, 3) * 4  # B = T = 3: a reward broadcast over the wrong dimension would run silently
 logp_leaf = logp.clone().requires_grad_()
@@ -265,10 +269,6 @@ expect(cmp("a (B,) vector is read as (B, 1)", compute_naive_policy_gradient_loss
        "advantages of shape (B,) must act per row like (B, 1), not be broadcast over tokens")
 print("all visible checks passed")
 # Hidden cases: other shapes (B = 1, T = 1, B = T), 0/1 rewards, float64, (B,) inputs.
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("compute_naive_policy_gradient_loss", compute_naive_policy_gradient_loss)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## Your turn, 2 of 5: `compute_grpo_clip_loss`
@@ -285,6 +285,10 @@ check_hidden("compute_naive_policy_gradient_loss", compute_naive_policy_gradient
 import torch
 
 # %% [tests] compute_grpo_clip_loss 4
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("compute_grpo_clip_loss", compute_grpo_clip_loss)
+### END HIDDEN TESTS
 A = torch.tensor([[1.0], [-1.0], [2.0]])
 old = torch.log(torch.tensor([[0.5, 0.2, 0.9], [0.5, 0.2, 0.9], [0.1, 0.1, 0.1]]))
 ratios = torch.tensor([[0.5, 1.0, 1.5], [0.5, 1.0, 1.5], [0.9, 1.1, 3.0]])
@@ -327,10 +331,6 @@ expect(bool(torch.isfinite(deep_loss).all()), "NaN for log-probs near -110: comp
 print("all visible checks passed")
 # Hidden cases: advantages of both signs and zero, clip ranges 0.1 to 0.5, wide and narrow
 # ratios, on-policy, very negative log-probs, float64, (B,) advantages.
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("compute_grpo_clip_loss", compute_grpo_clip_loss)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ### Figure: the clipped objective and its gradient against the ratio
@@ -401,6 +401,10 @@ import torch
 import torch
 
 # %% [tests] compute_policy_gradient_loss 3
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("compute_policy_gradient_loss", compute_policy_gradient_loss)
+### END HIDDEN TESTS
 B, T = 4, 6
 logp = -torch.rand(B, T) * 3
 raw_r = torch.tensor([[1.0], [0.0], [1.0], [0.0]])
@@ -438,10 +442,6 @@ expect(raises_value_error(loss_type="grpo_clip", advantages=adv, cliprange=0.2),
 print("all visible checks passed")
 # Hidden cases: each loss type with all and with only its own arguments, unknown names, and
 # each missing argument.
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("compute_policy_gradient_loss", compute_policy_gradient_loss)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## Your turn, 4 of 5: `masked_mean`
@@ -461,6 +461,10 @@ check_hidden("compute_policy_gradient_loss", compute_policy_gradient_loss)
 import torch
 
 # %% [tests] masked_mean 2
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("masked_mean", masked_mean)
+### END HIDDEN TESTS
 x = torch.tensor([[1.0, 2.0, 3.0, 4.0], [10.0, 20.0, 30.0, 40.0], [5.0, 6.0, 7.0, 8.0]])
 m = torch.tensor([[1, 1, 0, 0], [0, 1, 1, 1], [0, 0, 0, 0]], dtype=torch.bool)
 rows = masked_mean(x, m, dim=-1)
@@ -483,10 +487,6 @@ expect(cmp("gradient = mask / count", leaf.grad, m[:2].float() / m[:2].sum(-1, k
 print("all visible checks passed")
 # Hidden cases: every dim of 3-d tensors, dim=None, mask dtypes, empty rows, masked infinities,
 # float64, the gradient.
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("masked_mean", masked_mean)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## Your turn, 5 of 5: `grpo_microbatch_train_step`
@@ -503,6 +503,10 @@ check_hidden("masked_mean", masked_mean)
 import torch
 
 # %% [tests] grpo_microbatch_train_step 4
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("grpo_microbatch_train_step", grpo_microbatch_train_step)
+### END HIDDEN TESTS
 B, T, k = 3, 6, 2
 mask = torch.tensor([[0, 1, 1, 1, 1, 1], [0, 0, 1, 0, 0, 0], [0, 1, 1, 1, 0, 0]], dtype=torch.bool)  # lengths 5, 1, 3
 adv = torch.tensor([[1.0], [-2.0], [0.5]])
@@ -537,10 +541,6 @@ print("all visible checks passed")
 # Hidden cases: several micro-batches into one shared parameter (accumulation across calls, on
 # top of an existing .grad), all three loss types, k = 1..4, responses of different lengths,
 # mask dtypes, float64.
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("grpo_microbatch_train_step", grpo_microbatch_train_step)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## On a real model: an on-policy loss of 0, with a gradient

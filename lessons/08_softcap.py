@@ -81,6 +81,10 @@ print("argmax raw / capped:", z.argmax().item(), capped_by_hand.argmax().item())
 import torch
 
 # %% [tests] final_logits_softcap 3
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("final_logits_softcap", final_logits_softcap)
+### END HIDDEN TESTS
 x = torch.tensor([[40.0, 30.0, 10.0, 0.0], [-40.0, -1.0, 1.0, 1e4]])
 got = final_logits_softcap(x.clone(), 30.0)
 expect(got.shape == x.shape and got.dtype == x.dtype, f"shape {tuple(got.shape)} / dtype {got.dtype}: the cap is elementwise")
@@ -109,10 +113,6 @@ print("all visible checks passed")
 
 # Hidden cases (the grader runs them on your final_logits_softcap, in a fresh process): see
 # the list above the cell.
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("final_logits_softcap", final_logits_softcap)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # **Cap 0 in a config is not "off" for Hugging Face.** `final_logits_softcap` reads `0` as no cap
@@ -477,6 +477,10 @@ response = batch["response_mask"].bool()
 print({k: tuple(v.shape) for k, v in batch.items()})
 
 # %% [tests] chunked_response_log_probs 5
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("chunked_response_log_probs", chunked_response_log_probs)
+### END HIDDEN TESTS
 def parity_gap(log_prob_fn, model, batch, **kwargs):
     """Largest |log-prob gap| on the response tokens between `log_prob_fn` and the model's own forward."""
     with torch.no_grad():
@@ -520,10 +524,6 @@ print("all visible checks passed")
 
 # Hidden cases (the grader runs them on your chunked_response_log_probs, in a fresh process):
 # see the list above the solution cell.
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("chunked_response_log_probs", chunked_response_log_probs)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## Part 8: the parity check, and the rollouts again

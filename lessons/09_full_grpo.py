@@ -201,6 +201,10 @@ import torch
 # advantage; a policy that divides its logits by a sampling temperature.
 
 # %% [tests] grpo_train_step 5
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("grpo_train_step", grpo_train_step)
+### END HIDDEN TESTS
 import course_lib
 
 # the released references of notebooks 03 and 07, passed explicitly: these checks grade this step alone
@@ -403,10 +407,6 @@ expect(math.isclose(out["loss"][0], pg + kl, rel_tol=1e-9, abs_tol=1e-12),
 expect(max_difference(mine, hand) < 1e-9, "with kl_coef > 0 the update differs from the full-batch step: backpropagate "
        "+kl_coef / k * mean_b masked_mean_t(k3) for each micro-batch, before train_step_fn's own backward")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("grpo_train_step", grpo_train_step)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## On-policy, the clipped loss is REINFORCE with a baseline

@@ -70,6 +70,10 @@ from course_lib.selfcheck import cmp, expect  # cmp: exact / approximate / max d
 import torch
 
 # %% [tests] kl_k1 1
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("kl_k1", kl_k1)
+### END HIDDEN TESTS
 lp = torch.tensor([[-1.0, -2.0, -0.5]])
 ref = torch.tensor([[-1.5, -1.0, -0.5]])
 got = kl_k1(lp, ref)
@@ -77,29 +81,29 @@ expect(got.shape == lp.shape and got.dtype == lp.dtype, f"shape {tuple(got.shape
 expect(cmp("k1 = -log r = log pi - log pi_ref", got, torch.tensor([[0.5, -1.0, 0.0]])),
        "k1 = -log r with r = pi_ref / pi, that is policy_log_probs - ref_log_probs (check the sign)")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("kl_k1", kl_k1)
-### END HIDDEN TESTS
 
 # %% [solution] course_lib.kl:kl_k2
 import torch
 
 # %% [tests] kl_k2 1
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("kl_k2", kl_k2)
+### END HIDDEN TESTS
 got = kl_k2(lp, ref)
 expect(got.shape == lp.shape and got.dtype == lp.dtype, f"shape {tuple(got.shape)} / dtype {got.dtype}: one value per token")
 expect(not torch.allclose(got, torch.tensor([[0.25, 1.0, 0.0]])), "k2 = (log r)^2 / 2: you left out the 1/2")
 expect(cmp("k2 = (log r)^2 / 2", got, torch.tensor([[0.125, 0.5, 0.0]])), "k2 = 0.5 * (ref_log_probs - policy_log_probs)^2")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("kl_k2", kl_k2)
-### END HIDDEN TESTS
 
 # %% [solution] course_lib.kl:kl_k3
 import torch
 
 # %% [tests] kl_k3 2
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("kl_k3", kl_k3)
+### END HIDDEN TESTS
 got = kl_k3(lp, ref)
 log_r = ref - lp
 expect(got.shape == lp.shape and got.dtype == lp.dtype, f"shape {tuple(got.shape)} / dtype {got.dtype}: one value per token")
@@ -123,10 +127,6 @@ kl_k3(x, torch.tensor([-1.5, -1.0])).sum().backward()
 expect(cmp("d k3 / d log pi = 1 - r", x.grad, 1 - torch.exp(torch.tensor([-0.5, 1.0]))),
        "the gradient of k3 with respect to log pi should be 1 - r: keep it differentiable (no .item(), no detach)")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("kl_k3", kl_k3)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## Schulman's table, measured
@@ -273,6 +273,10 @@ print(f"for scale: |grad KL(pi||ref)| = {reverse_grad.norm().item():.4f}, |grad 
 import torch
 
 # %% [tests] exact_kl 3
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("exact_kl", exact_kl)
+### END HIDDEN TESTS
 z = torch.tensor([[2.0, 0.0, -1.0], [0.0, 0.0, 0.0]])
 z_ref = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
 got = exact_kl(z, z_ref)
@@ -291,10 +295,6 @@ zz = z.clone().requires_grad_()
 exact_kl(zz, z_ref).sum().backward()
 expect(zz.grad is not None and zz.grad.abs().sum() > 0, "no gradient reached policy_logits: keep the KL differentiable")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("exact_kl", exact_kl)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## The monitor: `approx_kl`
@@ -322,6 +322,10 @@ check_hidden("exact_kl", exact_kl)
 import torch
 
 # %% [tests] approx_kl 3
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("approx_kl", approx_kl)
+### END HIDDEN TESTS
 new = torch.tensor([[-1.0, -2.0, -3.0, 9.0], [-0.5, 5.0, 5.0, 5.0]])
 old = torch.tensor([[-1.5, -1.0, -3.0, 0.0], [-1.5, 0.0, 0.0, 0.0]])
 mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]])
@@ -336,10 +340,6 @@ expect(cmp("approx_kl", got, torch.tensor(0.28125)), "approx_kl = sum(0.5 * (log
 expect(approx_kl(new, old, torch.zeros(2, 4)).item() == 0.0, "an all-zero mask must give 0, not NaN: clamp the count at 1")
 expect(cmp("bool mask", approx_kl(new, old, mask.bool()), got), "a bool mask must give the same as an integer one")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("approx_kl", approx_kl)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## The estimators on the tiny model's own responses

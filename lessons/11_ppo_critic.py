@@ -144,6 +144,10 @@ for name, per_param in (("PPO with a reward model (40N)", 40), ("PPO, rule rewar
 import torch
 
 # %% [tests] token_level_rewards 2
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("token_level_rewards", token_level_rewards)
+### END HIDDEN TESTS
 mask = torch.tensor([[0, 1, 1, 1, 0, 0], [0, 0, 1, 0, 0, 0], [0, 0, 0, 0, 0, 0]])
 scores = torch.tensor([1.0, -2.0, 5.0])
 got = token_level_rewards(scores, mask)
@@ -158,10 +162,6 @@ expect(got[0, 0] == 0, "the KL penalty counts on response tokens only: the promp
 expect(cmp("reward minus kl_coef * kl on response tokens", got, torch.tensor(
     [[0, -0.05, -0.05, 0.95, 0, 0], [0, 0, -2.05, 0, 0, 0], [0, 0, 0, 0, 0, 0]])), "subtract kl_coef * kl on every response token")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("token_level_rewards", token_level_rewards)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## Advantages from the critic: `compute_gae`
@@ -197,6 +197,10 @@ check_hidden("token_level_rewards", token_level_rewards)
 import torch
 
 # %% [tests] compute_gae 3
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("compute_gae", compute_gae)
+### END HIDDEN TESTS
 mask = torch.tensor([[0, 1, 1, 1, 0], [0, 0, 1, 1, 1]])
 rewards = torch.tensor([[9.0, 0.0, 0.0, 1.0, 9.0], [9.0, 9.0, 0.0, 0.0, 2.0]])  # 9: outside the mask, never read
 values = torch.tensor([[7.0, 0.5, 0.25, 0.75, 7.0], [7.0, 7.0, 1.0, 1.0, 1.0]])  # 7: outside the mask
@@ -212,10 +216,6 @@ expect(cmp("lam = 0: the TD residual r_t + gamma V_{t+1} - V_t", adv0, torch.ten
     [[0, 0.9 * 0.25 - 0.5, 0.9 * 0.75 - 0.25, 1.0 - 0.75, 0], [0, 0, 0.9 - 1.0, 0.9 - 1.0, 2.0 - 1.0]])),
     "with lam = 0, A_t = r_t + gamma * V_{t+1} - V_t (gamma in delta, V = 0 after the last response token)")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("compute_gae", compute_gae)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## Whitening: `masked_whiten`
@@ -238,6 +238,10 @@ check_hidden("compute_gae", compute_gae)
 import torch
 
 # %% [tests] masked_whiten 1
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("masked_whiten", masked_whiten)
+### END HIDDEN TESTS
 x = torch.tensor([[1.0, 2.0, 3.0, 100.0], [4.0, 5.0, -50.0, 0.0]])
 m = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
 got = masked_whiten(x, m)
@@ -251,10 +255,6 @@ expect(cmp("whitened over the masked entries", got, want), "mean and variance ov
 expect(cmp("shift_mean=False adds the mean back", masked_whiten(x, m, shift_mean=False), torch.where(m.bool(), want + kept.mean(), 0.0)),
        "with shift_mean=False, add the masked mean back after scaling")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("masked_whiten", masked_whiten)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## The critic's loss: `value_loss`
@@ -279,6 +279,10 @@ check_hidden("masked_whiten", masked_whiten)
 import torch
 
 # %% [tests] value_loss 2
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("value_loss", value_loss)
+### END HIDDEN TESTS
 v = torch.tensor([[0.0, 1.0, 2.0, 9.0], [0.5, 0.0, 0.0, 9.0]], requires_grad=True)
 v_old = torch.tensor([[0.0, 0.5, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
 R = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
@@ -293,10 +297,6 @@ expect(cmp("0.5 * token mean of the larger squared error", got, torch.tensor(0.5
 got.backward()
 expect(v.grad is not None and v.grad[0, 3] == 0, "the gradient must reach values, and be 0 outside the mask")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("value_loss", value_loss)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## The PPO update: `ppo_microbatch_train_step`
@@ -325,6 +325,10 @@ check_hidden("value_loss", value_loss)
 import torch
 
 # %% [tests] ppo_microbatch_train_step 3
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("ppo_microbatch_train_step", ppo_microbatch_train_step)
+### END HIDDEN TESTS
 theta = torch.zeros(2, 3, requires_grad=True)  # the actor's log-probs are theta - 1
 phi = torch.zeros(2, 3, requires_grad=True)  # the critic's values are phi
 m = torch.tensor([[1, 1, 0], [1, 0, 0]])
@@ -344,10 +348,6 @@ expect(phi.grad is not None and phi.grad.abs().sum() > 0, "the critic got no gra
 expect(cmp("the actor's gradient", theta.grad, torch.tensor([[-0.125, 0.125, 0.0], [-0.5, 0.0, 0.0]])),
        "d loss / d log pi_t = -A_t / (|o_b| * B * accumulation) on-policy")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("ppo_microbatch_train_step", ppo_microbatch_train_step)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## The critic, and PPO as the GRPO trainer with another update

@@ -88,6 +88,10 @@ from course_lib import get_response_log_probs, tokenize_prompt_and_output
 from course_lib.world.tiny_models import load_tiny
 
 # %% [tests] sequence_log_probs 2
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("sequence_log_probs", sequence_log_probs)
+### END HIDDEN TESTS
 model, tokenizer = load_tiny("qwen2-sft")
 model.eval()
 enc = tokenize_prompt_and_output(["Q: 2 + 3?", "Q: 10 + 7 + 1?"], [" 5 </answer>", " 18 </answer> and more"], tokenizer)
@@ -110,10 +114,6 @@ except ValueError:
     raised = True
 expect(raised, "a row with no response token must raise a ValueError (there is nothing to compare)")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("sequence_log_probs", sequence_log_probs)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## The loss of a batch: `dpo_loss`
@@ -147,6 +147,10 @@ import torch
 import torch.nn.functional as F
 
 # %% [tests] dpo_loss 3
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("dpo_loss", dpo_loss)
+### END HIDDEN TESTS
 pc, pr = torch.tensor([-5.0, -9.0, -2.0], requires_grad=True), torch.tensor([-6.0, -4.0, -2.5], requires_grad=True)
 rc, rr = torch.tensor([-5.5, -8.0, -2.0]), torch.tensor([-5.0, -5.0, -3.0])
 loss, meta = dpo_loss(pc, pr, rc, rr, beta=0.5)
@@ -165,10 +169,6 @@ expect(float(same_meta["reward_accuracy"]) == 0.0, "a tie is not a win: reward_a
 far, _ = dpo_loss(torch.tensor([-1000.0]), torch.tensor([-1.0]), torch.tensor([-1.0]), torch.tensor([-1.0]), beta=0.5)
 expect(bool(torch.isfinite(far)), "log(sigmoid(x)) overflowed to inf for a margin of -500: use F.logsigmoid")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("dpo_loss", dpo_loss)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## One pair, CS336's way: `compute_per_instance_dpo_loss`
@@ -199,6 +199,10 @@ import torch
 from course_lib import format_r1_zero_prompt
 
 # %% [tests] compute_per_instance_dpo_loss 3
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("compute_per_instance_dpo_loss", compute_per_instance_dpo_loss)
+### END HIDDEN TESTS
 from course_lib import load_problems, gsm8k_to_r1_zero
 
 policy, tokenizer = load_tiny("qwen2-sft")
@@ -234,10 +238,6 @@ expect(not torch.isclose(moved.detach(), -F.logsigmoid(0.1 * ((pi_n[0] - ref_n[0
 expect(cmp("the loss of the r1_zero prompt, each response + eos", moved.detach(), want),
        "format the question with format_r1_zero_prompt, append eos to each response, sum the response log-probs")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("compute_per_instance_dpo_loss", compute_per_instance_dpo_loss)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## Where pairs come from
@@ -272,6 +272,10 @@ from typing import Callable
 from course_lib import r1_zero_reward_fn
 
 # %% [tests] on_policy_pairs 2
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("on_policy_pairs", on_policy_pairs)
+### END HIDDEN TESTS
 right, right_b = " 17 * 3 = 51 apples </think> <answer> 51 </answer>", " that makes 51 </think> <answer> 51 </answer>"
 wrong_a, wrong_b = " 17 * 3 = 41 apples </think> <answer> 41 </answer>", " no idea"
 prompts, truths = ["P1"] * 4 + ["P2"] * 4 + ["P3"] * 4, ["51"] * 12
@@ -286,10 +290,6 @@ want = [{"prompt": "P1", "chosen": right, "rejected": wrong_a, "ground_truth": "
         {"prompt": "P3", "chosen": right_b, "rejected": wrong_a, "ground_truth": "51"}]
 expect(got == want, "pair the k-th distinct correct with the k-th distinct wrong response of the same group, in order")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("on_policy_pairs", on_policy_pairs)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ### Your turn: `off_policy_pairs(examples)`
@@ -305,6 +305,10 @@ check_hidden("on_policy_pairs", on_policy_pairs)
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 
 # %% [tests] off_policy_pairs 1
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("off_policy_pairs", off_policy_pairs)
+### END HIDDEN TESTS
 ex = {"prompt": "P", "output": " 4 * 5 = 20 </think> <answer> 20 </answer>", "ground_truth": "20"}
 got = off_policy_pairs([ex])
 expect(len(got) == 1 and got[0]["chosen"] == ex["output"], "chosen is the gold output, unchanged")
@@ -314,10 +318,6 @@ twice = {"prompt": "P", "output": " <answer> 1 </answer> then <answer>7</answer>
 expect(off_policy_pairs([twice])[0]["rejected"] == " <answer> 1 </answer> then <answer> 8 </answer>",
        "change the LAST answer block, the one the reward function reads")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("off_policy_pairs", off_policy_pairs)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## DPO in the trainer, with your functions

@@ -77,6 +77,10 @@ EMPTY_THINK = "<think>\n\n</think>\n\n"  # the block of a direct answer
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 
 # %% [tests] render_conversation 2
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("render_conversation", render_conversation)
+### END HIDDEN TESTS
 from course_lib.training.thinking import apply_template
 from course_lib.world.tiny_models import load_tiny_tokenizer
 from course_lib.world.tokenizer_build import QWEN3_STYLE_TEMPLATE, with_chat_template
@@ -106,10 +110,6 @@ for bad in ([], chat[1:], [chat[0], chat[0]]):
         raised = True
     expect(raised, f"a conversation with roles {[m['role'] for m in bad]} must raise a ValueError")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("render_conversation", render_conversation)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # A template that reads neither switch ignores it: Jinja drops an argument a template never uses,
@@ -145,6 +145,10 @@ print("the same call through Jinja alone, unchecked:",
 import torch
 
 # %% [tests] remove_empty_think 1
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("remove_empty_think", remove_empty_think)
+### END HIDDEN TESTS
 targets = ["<think>\n\n</think>\n\n<answer> 9 </answer>", "<think>\n2 + 7 = 9\n</think>\n\n<answer> 9 </answer>",
            "<think>\n\n</think>\n\n<answer> 4 </answer>", "<answer> 4 </answer>"]
 expect(remove_empty_think(targets, keep_prob=1.0, generator=torch.Generator().manual_seed(0)) == targets,
@@ -157,10 +161,6 @@ half = remove_empty_think(targets, keep_prob=0.5, generator=torch.Generator().ma
 expect(half[0] == (targets[0] if u[0] < 0.5 else none[0]) and half[2] == (targets[2] if u[2] < 0.5 else none[2]),
        "target i keeps its block iff u[i] < keep_prob, with ONE draw per target (u = torch.rand(len(targets)))")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("remove_empty_think", remove_empty_think)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## RL data: `thinking_flags`
@@ -175,6 +175,10 @@ check_hidden("remove_empty_think", remove_empty_think)
 import torch
 
 # %% [tests] thinking_flags 1
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("thinking_flags", thinking_flags)
+### END HIDDEN TESTS
 flags = thinking_flags(6, thinking_ratio=0.5, generator=torch.Generator().manual_seed(3))
 u = torch.rand(6, generator=torch.Generator().manual_seed(3))
 expect(isinstance(flags, list) and all(isinstance(f, bool) for f in flags), "return a list of Python bools")
@@ -187,10 +191,6 @@ except ValueError:
     raised = True
 expect(raised, "a thinking_ratio outside [0, 1] must raise a ValueError")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("thinking_flags", thinking_flags)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## Reading a completion: `split_reasoning`
@@ -213,6 +213,10 @@ check_hidden("thinking_flags", thinking_flags)
 # %% [solution] course_lib.thinking:split_reasoning
 
 # %% [tests] split_reasoning 2
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("split_reasoning", split_reasoning)
+### END HIDDEN TESTS
 expect(split_reasoning("5 * 3 = 15\n</think>\n\n<answer> 15 </answer>", prefilled=True) == ("5 * 3 = 15", "<answer> 15 </answer>"),
        "prefilled: the completion starts inside the block")
 expect(split_reasoning("<think>\n5 * 3 = 15\n</think>\n\n<answer> 15 </answer>", prefilled=False) == ("5 * 3 = 15", "<answer> 15 </answer>"),
@@ -225,10 +229,6 @@ expect(split_reasoning(nested, prefilled=True)[1] == "<answer> 15 </answer>",
 expect(split_reasoning("still adding 5 + 3", prefilled=True) == ("still adding 5 + 3", ""),
        "a block that never closes: (the text inside, '')")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("split_reasoning", split_reasoning)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## The loss covers what the model writes: `assistant_loss_mask`
@@ -251,6 +251,10 @@ check_hidden("split_reasoning", split_reasoning)
 import torch
 
 # %% [tests] assistant_loss_mask 2
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("assistant_loss_mask", assistant_loss_mask)
+### END HIDDEN TESTS
 reply = {"role": "assistant", "content": "<think>\n4 + 3 = 7\n</think>\n\n<answer> 7 </answer>"}
 conv = [chat[0], reply]
 pre = assistant_loss_mask(course_tok, conv, template="course")
@@ -269,10 +273,6 @@ d = assistant_loss_mask(course_tok, direct, template="qwen3", thinking=False)
 expect(course_tok.decode(d["input_ids"][d["loss_mask"]]) == "<answer> 7 </answer><|im_end|>",
        "direct mode: the empty block is the template's (the prompt's), only the answer is the model's")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("assistant_loss_mask", assistant_loss_mask)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # The mask of one thinking reply, in the Qwen3 style: the tokens the loss covers in brackets.
@@ -294,6 +294,10 @@ print("".join(f"[{course_tok.decode([i])}]" if m else course_tok.decode([i]) for
 # %% [solution] course_lib.thinking:thinking_format_reward
 
 # %% [tests] thinking_format_reward 1
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("thinking_format_reward", thinking_format_reward)
+### END HIDDEN TESTS
 expect(thinking_format_reward("2 + 2 = 4\n</think>\n\n<answer> 4 </answer>", prefilled=True) == 1.0,
        "prefilled: a completion that closes the block and answers is well formed")
 expect(thinking_format_reward("<think>\n2 + 2 = 4\n</think>\n\n<answer> 4 </answer>", prefilled=False) == 1.0,
@@ -303,10 +307,6 @@ expect(thinking_format_reward("2 + 2 = 4\n</think>\n\n<answer> 4 </answer>", pre
 expect(thinking_format_reward("2 + 2 = 4\n</think>\n\n", prefilled=True) == 0.0, "no answer after the block: format 0")
 expect(isinstance(thinking_format_reward("x</think>y", prefilled=True), float), "return a float")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("thinking_format_reward", thinking_format_reward)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## The model in both modes

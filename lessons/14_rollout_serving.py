@@ -74,6 +74,10 @@ from course_lib.batching import DecodeStep
 # %% [solution] course_lib.batching:static_batch_generate
 
 # %% [tests] static_batch_generate 2
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("static_batch_generate", static_batch_generate)
+### END HIDDEN TESTS
 from course_lib.batching import SyntheticDecodeStep, run_checked
 
 requests = [{"prompt_ids": [5, 6, 7], "max_tokens": 6}, {"prompt_ids": [8, 9], "max_tokens": 2},
@@ -92,10 +96,6 @@ expect(seen["outputs"] == alone, "outputs in REQUEST order, each the tokens it g
 eos = run_checked(static_batch_generate, requests, 2, eos_id=63, eos_rates=[1.0] * 5)
 expect(all(o == [63] for o in eos["outputs"]) and eos["steps"] == 0, "eos ends a request and is kept in its output")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("static_batch_generate", static_batch_generate)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ### Your turn: `continuous_batch_generate(step, requests, batch_size, eos_id)`
@@ -108,6 +108,10 @@ check_hidden("static_batch_generate", static_batch_generate)
 # %% [solution] course_lib.batching:continuous_batch_generate
 
 # %% [tests] continuous_batch_generate 3
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("continuous_batch_generate", continuous_batch_generate)
+### END HIDDEN TESTS
 seen = run_checked(continuous_batch_generate, requests, batch_size=2, eos_id=63, eos_rates=[0.0] * 5)
 expect(seen["misuse"] is None, f"the decode step refused how it was driven: {seen['misuse']}")
 expect(seen["outputs"] == alone, "outputs in REQUEST order, each the tokens it gets decoded alone")
@@ -119,10 +123,6 @@ expect(seen["steps"] < run_checked(static_batch_generate, requests, 2, 63, [0.0]
 expect(seen["slot_steps"] == sum(len(o) - 1 for o in seen["outputs"]),
        "every generated token after the first comes from one slot of one decode step")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("continuous_batch_generate", continuous_batch_generate)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## Your batchers on the tiny model
@@ -207,6 +207,10 @@ for row in BATCHING["runs"]:
 TOKEN_PREFIX = "token_id:"
 
 # %% [tests] rollouts_from_completion 2
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("rollouts_from_completion", rollouts_from_completion)
+### END HIDDEN TESTS
 reply = {"choices": [
     {"index": 1, "finish_reason": "length", "logprobs": {"tokens": ["token_id:17", "token_id:4"], "token_logprobs": [-0.5, -1.25]}},
     {"index": 0, "finish_reason": "stop", "logprobs": {"tokens": ["token_id:9", "token_id:1"], "token_logprobs": [-0.75, -0.125]}}]}
@@ -223,10 +227,6 @@ except ValueError:
     raised = True
 expect(raised, "a token written as text (the request lacked return_tokens_as_token_ids) must raise a ValueError")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("rollouts_from_completion", rollouts_from_completion)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## A real vLLM server, from its own environment

@@ -70,6 +70,10 @@ GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while gr
 # %% [solution] course_lib.mismatch:mismatch_report
 
 # %% [tests] mismatch_report 2
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("mismatch_report", mismatch_report)
+### END HIDDEN TESTS
 train = torch.tensor([[-1.0, -2.0, 0.0], [-0.5, 9.9, 9.9]])
 rollout = torch.tensor([[-1.1, -1.9, 0.0], [-0.5, float("nan"), 0.0]])  # NaN where the mask is 0: never read
 mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
@@ -94,10 +98,6 @@ except ValueError:
     raised = True
 expect(raised, "log-prob tensors that do not align must raise a ValueError")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("mismatch_report", mismatch_report)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # The trap, on numbers: two engines whose per-token log-probs differ by Gaussian noise of std 0.2
@@ -138,6 +138,10 @@ print(f"mean_diff {float(report['mean_diff']):+.4f}   mean_abs {float(report['me
 # %% [solution] course_lib.mismatch:sampler_log_probs
 
 # %% [tests] sampler_log_probs 3
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("sampler_log_probs", sampler_log_probs)
+### END HIDDEN TESTS
 logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
 full = torch.log_softmax(logits, dim=-1)
 every = torch.arange(4)[None]  # score each token of the row: (1, 4) logits rows broadcast per token
@@ -162,10 +166,6 @@ except ValueError:
     raised = True
 expect(raised, "temperature 0 must raise a ValueError (greedy decoding has no log-probs to renormalise)")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("sampler_log_probs", sampler_log_probs)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ### Top-p 0.8 on the tiny model, scored with the full softmax
@@ -326,6 +326,10 @@ for name, r in MISMATCH["atlas"]["rows"].items():
 # %% [solution] course_lib.mismatch:importance_weights
 
 # %% [tests] importance_weights 3
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("importance_weights", importance_weights)
+### END HIDDEN TESTS
 train = torch.tensor([[0.0, 0.0, 0.0]])
 rollout = torch.tensor([[-1.0, 0.5, 7.0]])  # the third position is padding: never read
 mask = torch.tensor([[1, 1, 0]])
@@ -346,10 +350,6 @@ huge = importance_weights(torch.zeros(1, 200), torch.full((1, 200), -5.0), torch
 expect(bool(torch.isfinite(huge).all()) and cmp("overflow", huge, torch.full((1, 200), 2.0)),
        "a sequence log-ratio of 1000 overflows exp: the truncated weight is the cap, never inf or NaN")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("importance_weights", importance_weights)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ### Your turn: `corrected_grpo_loss(advantages, policy_log_probs, old_log_probs, rollout_log_probs, response_mask, cliprange, mode, cap, aggregate="sum")`
@@ -373,6 +373,10 @@ check_hidden("importance_weights", importance_weights)
 # %% [solution] course_lib.mismatch:corrected_grpo_loss
 
 # %% [tests] corrected_grpo_loss 2
+### BEGIN HIDDEN TESTS
+from autograder.checker import check_hidden
+check_hidden("corrected_grpo_loss", corrected_grpo_loss)
+### END HIDDEN TESTS
 adv = torch.tensor([[1.0], [-1.0]])
 old = torch.tensor([[-1.0, -1.0, 0.0], [-2.0, 0.0, 0.0]])
 policy = old.clone().requires_grad_()
@@ -390,10 +394,6 @@ expect(cmp("kept_fraction", meta["kept_fraction"], torch.tensor(2 / 3)), "kept_f
 none, _ = corrected_grpo_loss(adv, old, old, torch.zeros(2, 3) - 9, mask, 0.2, "sequence_mask", 1.5)
 expect(float(none) == 0.0, "every token rejected: loss 0 (never NaN)")
 print("all visible checks passed")
-### BEGIN HIDDEN TESTS
-from autograder.checker import check_hidden
-check_hidden("corrected_grpo_loss", corrected_grpo_loss)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## What a mismatch does to the gradient (instructor)

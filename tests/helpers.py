@@ -9,6 +9,8 @@ from pathlib import Path
 
 import torch
 
+from autograder.mistakes import function_from as fn_from  # a notebook cell's function, as the judge pickles it
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -135,16 +137,6 @@ def slot_leftovers() -> list[str]:
 
 
 # ---------------------------------------------------------------- graded functions through the judge
-def fn_from(source: str, name: str):
-    """The function `name` defined by `source` as if in a notebook cell (module __main__), so the
-    checker pickles it by value, exactly as a student's cell."""
-    import textwrap
-
-    namespace = {"__name__": "__main__"}
-    exec(compile(textwrap.dedent(source), f"<{name}>", "exec"), namespace)
-    return namespace[name]
-
-
 _JUDGED: dict = {}
 
 
@@ -167,20 +159,46 @@ def judged(suite: str, versions: dict[str, str]) -> dict[str, dict]:
     return _JUDGED[key]
 
 
-def corpus_tests(suite: str, correct: dict[str, str], mistakes: dict[str, tuple[str, list[str]]]):
+def named(report: dict) -> list[str]:
+    """The names of the known mistakes a report's recognition matched."""
+    return [m["name"] for m in report.get("mistakes", [])]
+
+
+def recognition_note(suite: str, label: str) -> str:
+    """Why a mistake may not be named on the hidden draw: its signature there (the hidden case file's)."""
+    from autograder.cases import load_cases
+
+    entry = load_cases(suite).get("mistakes", {}).get(label)
+    if entry is None:
+        return "the hidden case file holds no signature of it"
+    return f"its signature on this draw: {sorted(entry['signature']) or 'empty'}; near ties: {entry['near_tie']}"
+
+
+def corpus_tests(suite: str, correct: dict[str, str], same_mistakes: dict[str, tuple[str, str]] | None = None):
     """The two tests every graded function has (tests/graded/test_<name>.py; CONTRIBUTING.md):
 
     - each of `correct` (at least three independent correct versions, written the way different
-      students write them) earns full marks through the real judge;
-    - each of `mistakes` ({label: (source, cases)}: one realistic bug each) loses them, and fails
-      at least the cases named.
+      students write them) earns full marks through the real judge, and is named by no mistake;
+    - each mistake of the suite's catalogue (`autograder/mistakes/<suite>.py`) loses them, fails at
+      least the cases it names, and is recognised: the judge names it (unless the catalogue marks
+      it not recognisable: outputs no two runs agree on). So is each of
+      `same_mistakes` ({label: (mistake name, source)}: the same mistake written another way), which
+      shows that recognition is about behaviour, not the code's text.
 
     Use as `test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(...)`."""
     import pytest
 
+    from autograder.mistakes import catalogue
     from autograder.report import format_report
 
-    versions = {**{f"correct:{k}": v for k, v in correct.items()}, **{f"mistake:{k}": v[0] for k, v in mistakes.items()}}
+    mistakes = catalogue(suite)
+    others = same_mistakes or {}
+    unknown = sorted({name for name, _ in others.values()} - set(mistakes))
+    if unknown:
+        raise AssertionError(f"{suite}: same_mistakes of mistakes its catalogue lacks: {unknown}")
+    versions = {**{f"correct:{k}": v for k, v in correct.items()},
+                **{f"mistake:{k}": m.source for k, m in mistakes.items()},
+                **{f"same:{k}": src for k, (_, src) in others.items()}}
 
     @pytest.mark.slow
     @pytest.mark.parametrize("label", list(correct))
@@ -189,32 +207,49 @@ def corpus_tests(suite: str, correct: dict[str, str], mistakes: dict[str, tuple[
         margins = [c.get("margin", 0.0) for c in report["cases"]]
         print(f"{suite}/{label}: largest share of a tolerance used {max(margins, default=0):.3g}")
         assert report["passed"], f"{suite}/{label} is correct but failed:\n{format_report(report, numbers=True)}"
+        assert not named(report), f"{suite}/{label} is correct but was named {named(report)}"
 
     @pytest.mark.slow
-    @pytest.mark.parametrize("label", list(mistakes))
+    @pytest.mark.parametrize("label", list(mistakes) + list(others))
     def test_mistake_loses_its_points(label):
-        report = judged(suite, versions)[f"mistake:{label}"]
+        mistake = others[label][0] if label in others else label
+        report = judged(suite, versions)[f"same:{label}" if label in others else f"mistake:{label}"]
         assert not report["passed"], f"{suite}/{label} is wrong but passed every hidden case"
         failed = {c["case"] for c in report["cases"] if not c["ok"]}
-        missing = [c for c in mistakes[label][1] if c not in failed] if not report.get("problem") else []
+        missing = [c for c in mistakes[mistake].cases if c not in failed] if not report.get("problem") else []
         assert not missing, f"{suite}/{label} should fail {missing}:\n{format_report(report, numbers=True)}"
+        if mistakes[mistake].recognisable:
+            assert mistake in named(report), \
+                f"{suite}/{label} is not named {mistake} ({recognition_note(suite, mistake)}):\n{format_report(report)}"
 
     return test_correct_version_earns_full_marks, test_mistake_loses_its_points
 
 
-def many_draws_test(suite: str, correct: dict[str, str], mistakes: dict[str, tuple[str, list[str]]], draws: int = 40):
+NAMED_DRAWS = 4  # the most draws on which many_draws_test also makes the mistakes' signatures and recognises them
+
+
+def many_draws_test(suite: str, correct: dict[str, str], draws: int = 40, named_draws: int | None = None,
+                    same_mistakes: dict[str, tuple[str, str]] | None = None):
     """A test that, on each of `draws` fresh draws of the suite's hidden cases (seeds 0 .. draws - 1),
-    compared in this process, each of `correct` passes every case and each of `mistakes` fails every
-    case it names: a grading run draws its cases with a fresh secret seed, so a tolerance must hold
-    on every draw, not on the one a test saw, and a case meant to catch a mistake must catch it on
-    every draw (a binary-reward case whose draw held no reward let two mistakes through in CI).
-    A mistake that calls course_lib is left to the judge tests: only the judge's harness hides the
-    references, which is what it trips on. For suites whose cases are cheap to make (no model)."""
+    compared in this process, each of `correct` passes every case and each mistake of the suite's
+    catalogue fails every case it names: a grading run draws its cases with a fresh secret seed, so a
+    tolerance must hold on every draw, not on the one a test saw, and a case meant to catch a mistake
+    must catch it on every draw (a binary-reward case whose draw held no reward let two mistakes
+    through in CI). On the first `named_draws` of them (default: one draw in ten, at least 1 and at
+    most NAMED_DRAWS, so that the suites whose cases run models, tested on few draws, pay for their
+    mistakes' float64 runs once), each mistake's signature is
+    made as the case generator makes it, and recognition must name each mistake from its own
+    outputs, and each of `same_mistakes` (the same mistake written another way) as its mistake;
+    the other mistakes named with one (outputs no case of this draw tells apart) are printed. Mistakes run as in the judge (`autograder.signatures.references_hidden`: a reference
+    the judge hides raises here too). For suites whose cases are cheap to make."""
     import pytest
 
     from autograder.cases import make_suite_cases
     from autograder.compare import compare
-    from autograder.suite_api import load_suite, run_case
+    from autograder.mistakes import catalogue
+    from autograder.recognition import recognise
+    from autograder.signatures import draw_signatures, fails, mistake_results
+    from autograder.suite_api import load_suite, run_case, suite_settings
 
     def problems_of(module, fn, case) -> list:
         try:
@@ -222,48 +257,44 @@ def many_draws_test(suite: str, correct: dict[str, str], mistakes: dict[str, tup
         except Exception as err:  # the judge records an error as a failed case
             return [repr(err)]
 
+    recognised = min(NAMED_DRAWS, max(1, draws // 10)) if named_draws is None else named_draws
+
     def test_each_version_holds_on_many_draws():
         module = load_suite(suite)
+        settings = suite_settings(module)
         fns = {label: fn_from(src, module.GRADED) for label, src in correct.items()}
-        wrong = {label: (fn_from(src, module.GRADED), names) for label, (src, names) in mistakes.items()
-                 if "course_lib" not in src}
-        failures = []
+        mistakes = catalogue(suite)
+        failures, together = [], set()
         for seed in range(draws):
-            cases = make_suite_cases(suite, seed)["cases"]
+            cases = make_suite_cases(suite, seed, mistakes=False)["cases"]
             for case in cases:
                 for label, fn in fns.items():
                     problems = problems_of(module, fn, case)
                     if problems:
                         failures.append(f"seed {seed}, {case['name']}, {label}: {problems}")
-            named = {case["name"]: case for case in cases}
-            for label, (fn, names) in wrong.items():
-                failures += [f"seed {seed}: mistake {label} passes {name}" for name in names
-                             if not problems_of(module, fn, named[name])]
+            by_name = {case["name"]: case for case in cases}
+            if seed < recognised:  # every mistake on every case, its signature, and recognition
+                signatures, results = draw_signatures(suite, module, cases)
+                for label in results:
+                    names = [n["name"] for n in recognise(results[label], signatures, settings)]
+                    if label not in names:
+                        failures.append(f"seed {seed}: mistake {label} is not named from its own outputs")
+                    together |= {tuple(sorted((label, other))) for other in names if other != label}
+                for label, (name, src) in (same_mistakes or {}).items():
+                    names = [n["name"] for n in recognise(mistake_results(module, src, cases), signatures, settings)]
+                    if name not in names:
+                        failures.append(f"seed {seed}: {label} is not named {name} (named: {names})")
+            else:
+                results = {}
+            for label, m in mistakes.items():
+                got = results.get(label) or mistake_results(module, m.source, [by_name[n] for n in m.cases])
+                failures += [f"seed {seed}: mistake {label} passes {name}" for name in m.cases
+                             if not fails(got[name], by_name[name], settings)]
+        if together:
+            print(f"{suite}: mistakes named together on some draw: {sorted(together)}")
         assert not failures, "\n".join(failures[:10])
 
     return pytest.mark.slow(test_each_version_holds_on_many_draws)
-
-
-def edited(base: str, *edits: tuple[str, str]) -> str:
-    """`base` (a version's source) with each (old, new) replacement made in turn: a mistake stated as
-    its edit of a correct version. Each `old` must occur exactly once in the text it is applied to
-    (the base with the edits before it made), so that an edit can neither silently do nothing nor hit
-    two places."""
-    if not edits:
-        raise AssertionError("edited() without an edit: the base itself is not a mistake")
-    text = base
-    for i, (old, new) in enumerate(edits, 1):
-        if not old:
-            raise AssertionError(f"edit {i} of {len(edits)}: an empty old string marks no place")
-        first = text.find(old)
-        if first < 0 or text.find(old, first + 1) >= 0:
-            where = "does not occur" if first < 0 else "occurs more than once"
-            raise AssertionError(f"edit {i} of {len(edits)}: {old!r} {where} in the text it edits "
-                                 f"(it must occur exactly once)")
-        if new == old:
-            raise AssertionError(f"edit {i} of {len(edits)}: {old!r} is replaced by itself")
-        text = text[:first] + new + text[first + len(old):]
-    return text
 
 
 # ---------------------------------------------------------------- batchers (notebook 14)

@@ -109,6 +109,38 @@ def test_a_hidden_report_reveals_no_number_no_expected_value_and_no_text_of_the_
     assert "largest error 0.25 where the tolerance is" in practice  # public cases show the numbers
 
 
+def test_recognition_names_what_matches_every_case_of_a_signature_and_nothing_else():
+    """A mistake is named when a failing function matches it on every case of its signature (within
+    the tolerance of the mistake's own rounding, or by its error code); never for the release's stub;
+    'the math is right' when only error cases fail. What a kernel reads of it is the catalogue's
+    words and case names."""
+    from autograder.recognition import errors_not_raised, recognise, unfinished
+
+    wrong = torch.tensor([0.5, 2.0])
+    signatures = {"halved": {"sentence": "halves it", "signature": {"c1": {"expected": expect(wrong, wrong.double())},
+                                                                     "c2": {"error": "raised TypeError"}}},
+                  "empty": {"sentence": "passes this draw", "signature": {}}}
+    same = {"c1": {"outputs": wrong.double().float() + 1e-8}, "c2": {"error": "raised TypeError"}}
+    assert [m["name"] for m in recognise(same, signatures, SETTINGS)] == ["halved"]
+    assert recognise({**same, "c1": {"outputs": wrong + 0.1}}, signatures, SETTINGS) == []
+    assert recognise({**same, "c2": {"error": "raised ValueError"}}, signatures, SETTINGS) == []
+    stub = {c: {"error": "raised NotImplementedError"} for c in ("c1", "c2")}
+    assert recognise(stub, {"stubbed": {"sentence": "", "signature": {c: dict(v) for c, v in stub.items()}}}, SETTINGS) == []
+    assert unfinished(stub) and not unfinished(same)
+    cases = [{"name": "math", "error_case": False}, {"name": "error_beta_0", "error_case": True}]
+    entries = [{"case": "math", "ok": True}, {"case": "error_beta_0", "ok": False}]
+    assert errors_not_raised(entries, cases) == ["error_beta_0"]
+    assert errors_not_raised([{**entries[0], "ok": False}, entries[1]], cases) == []
+    report = {"name": "f", "kind": "hidden", "passed": False, "problem": None, "errors_not_raised": ["error_beta_0"],
+              "cases": [{"case": "c1", "ok": False, "verdict": "far", "error": None, "problems": []}],
+              "mistakes": recognise(same, signatures, SETTINGS)}
+    text = format_report(redact(report))
+    assert "known mistake halved: halves it" in text and "these errors are not raised: error_beta_0" in text
+    assert "not a known mistake" in format_report(redact({**report, "mistakes": [], "errors_not_raised": []}))
+    stubbed = format_report(redact({**report, "mistakes": [], "errors_not_raised": [], "unfinished": True}))
+    assert "still a stub" in stubbed and "not a known mistake" not in stubbed
+
+
 @pytest.mark.slow
 def test_check_hidden_passes_fails_and_refuses_the_reference():
     """Outside grading, `check_hidden` starts a fresh judge (`python -m autograder.judge`)."""
@@ -150,7 +182,9 @@ def delegates(answer_text):
     assert "calls the reference implementation in course_lib (no credit)" in str(delegated.value)
 
 
-def test_every_graded_cell_calls_check_hidden():
+def test_every_graded_cell_calls_check_hidden_first():
+    """Its hidden check opens each graded cell, so that a failing visible check cannot stop it before
+    the judge sees the function (and names its known mistake)."""
     from autograder.assignments import HIDDEN_CALL
 
     for path in sorted((ROOT / "solutions").glob("[0-9][0-9]/*.ipynb")):
@@ -158,6 +192,8 @@ def test_every_graded_cell_calls_check_hidden():
             meta = cell.metadata.get("nbgrader", {})
             if meta.get("grade"):
                 assert HIDDEN_CALL.search(cell.source), f"{path.name}: graded cell {meta['grade_id']} has no check_hidden call"
+                assert cell.source.lstrip().startswith("### BEGIN HIDDEN TESTS"), \
+                    f"{path.name}: graded cell {meta['grade_id']} does not open with its hidden check"
 
 
 # ---------------------------------------------------------------- the judge server
@@ -228,8 +264,9 @@ import json, os, pathlib, course_lib, course_lib.logprobs, inspect
 repo = pathlib.Path(course_lib.__file__).resolve().parent.parent
 seen = {p: (repo / p).exists() and any((repo / p).iterdir()) for p in
         ["solutions", "lessons", "notebooks", "tests", ".git", "build", "autograder/hidden", "autograder/suites",
-         "autograder/harness", "data", "course_lib"]}
-seen["grader modules"] = any((repo / "autograder" / m).exists() for m in ("cases.py", "judge.py", "grade.py"))
+         "autograder/mistakes", "autograder/harness", "data", "course_lib"]}
+seen["grader modules"] = any((repo / "autograder" / m).exists() for m in ("cases.py", "judge.py", "grade.py",
+                                                                         "signatures.py"))
 seen["stub"] = "NotImplementedError" in inspect.getsource(course_lib.logprobs.compute_entropy)
 seen["early_reference"] = "NotImplementedError" not in inspect.getsource(course_lib.extract_gsm8k_answer)
 seen["other copy"] = os.path.exists(os.environ["OTHER_COPY"])
@@ -240,7 +277,8 @@ print(json.dumps(seen))
 
 def test_the_sandbox_is_built_from_what_it_needs(tmp_path):
     """Only the environment, the stubbed library, the kernel side of autograder, data and configs
-    are there; an instructor's other copy of the course elsewhere is not, without being named."""
+    are there (no suite, hidden case, catalogue of mistakes or grader module); an instructor's other
+    copy of the course elsewhere is not, without being named."""
     from autograder.sandbox import sandbox_available, sandboxed
     from autograder.stubs import stub_for_suite
 
@@ -259,7 +297,8 @@ def test_the_sandbox_is_built_from_what_it_needs(tmp_path):
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     home = seen.pop("home")
     assert seen == {"solutions": False, "lessons": False, "notebooks": False, "tests": False, ".git": False,
-                    "build": False, "autograder/hidden": False, "autograder/suites": False, "autograder/harness": True,
+                    "build": False, "autograder/hidden": False, "autograder/suites": False,
+                    "autograder/mistakes": False, "autograder/harness": True,
                     "data": True, "course_lib": True, "grader modules": False, "stub": True, "early_reference": True,
                     "other copy": False}, seen
     assert not home or home == [".pyenv"] or not any("course" in h for h in home), home
@@ -403,7 +442,7 @@ def test_copies_never_follow_links_and_are_bounded(tmp_path):
 
 
 # ---------------------------------------------------------------- layout of the autograder
-COMMANDS = ("make_cases", "grade", "feedback", "release", "kit", "practice", "gradescope")
+COMMANDS = ("make_cases", "grade", "feedback", "release", "kit", "practice", "gradescope", "class_report")
 
 
 def test_no_autograder_module_imports_a_command_module():

@@ -1,11 +1,16 @@
-"""Two mistakes graded end to end through `autograder.grade.grade`, as whole notebooks.
+"""Mistakes graded end to end through `autograder.grade.grade`, as whole notebooks.
 
 The per-function corpora (tests/graded/) run each wrong version through the judge directly; this
-runs two of them as a student's submitted notebook: nbgrader's layout, the sandboxed kernel, the
-judge server and the gradebook, and checks that each loses exactly the points of its cell."""
+runs some of them as a student's submitted notebook: nbgrader's layout, the sandboxed kernel, the
+judge server and the gradebook, and checks that each loses exactly the points of its cell, and that
+the judge names the known mistake where students and instructors read it."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -13,8 +18,7 @@ import nbformat
 import pytest
 
 from autograder.grade import grade
-from tests.graded.test_sft_microbatch_train_step import MISTAKES as SFT_MICROBATCH_MISTAKES
-from tests.graded.test_tokenize_prompt_and_output import MISTAKES as TOKENIZE_MISTAKES
+from autograder.mistakes import catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_end_to_end(tmp_path):
     """Two mistakes through `make grade` as whole notebooks (01 and 04, cut after their last graded
     cell): each loses exactly the points of its cell, while the solution keeps all of its own."""
-    plan = {"01": ("solution_tokenize_prompt_and_output", TOKENIZE_MISTAKES["special_tokens_added"][0],
-                   "test_tokenize_prompt_and_output"),
-            "04": ("solution_sft_microbatch_train_step", SFT_MICROBATCH_MISTAKES["input_grad_zeroed"][0],
+    plan = {"01": ("solution_tokenize_prompt_and_output",
+                   catalogue("tokenize_prompt_and_output")["special_tokens_added"].source, "test_tokenize_prompt_and_output"),
+            "04": ("solution_sft_microbatch_train_step", catalogue("sft_microbatch_train_step")["input_grad_zeroed"].source,
                    "sft_microbatch_train_step")}
     for assignment, (solution_id, wrong, graded_cell) in plan.items():
         path = next((ROOT / "solutions" / assignment).glob("*.ipynb"))
@@ -48,3 +52,63 @@ def test_end_to_end(tmp_path):
         key = f"{path.stem}:{graded_cell}"
         assert mistake["cells"][key] == 0 and solution["cells"][key] > 0, mistake
         assert mistake["score"] == solution["score"] - solution["cells"][key], mistake
+
+
+# each wrong student: (the graded cell of the function, the solution cell it rewrites, the mistake)
+KNOWN_MISTAKES_07 = {
+    "zeros_counted": ("masked_mean", "solution_masked_mean", "masked_mean", "mean_including_the_masked_zeros"),
+    "sign_flipped": ("compute_grpo_clip_loss", "solution_compute_grpo_clip_loss", "compute_grpo_clip_loss",
+                     "clip_sign_flipped"),
+    "ratio_inverted": ("compute_grpo_clip_loss", "solution_compute_grpo_clip_loss", "compute_grpo_clip_loss",
+                       "ratio_inverted"),
+}
+
+
+@pytest.mark.slow
+def test_known_mistakes_named_end_to_end(tmp_path):
+    """Assignment 07 graded with the solution and three students who each make one catalogued mistake:
+    the grades' rows name each wrong student's mistake in its cell and the honest row names none, the
+    graded notebook's cell says it (what nbgrader's feedback and a Gradescope output show), `make check`
+    on the wrong notebook prints the name and the sentence, and the class report writes its table and
+    figure."""
+    from autograder.class_report import class_report
+
+    path = next((ROOT / "solutions" / "07").glob("*.ipynb"))
+    course = tmp_path / "course"
+    nb = nbformat.read(path, as_version=4)
+    (course / "submitted" / "solution" / "07").mkdir(parents=True)
+    nbformat.write(nb, course / "submitted" / "solution" / "07" / path.name)
+    for student, (_, solution_id, suite, mistake) in KNOWN_MISTAKES_07.items():
+        wrong = nbformat.read(path, as_version=4)
+        cell = next(c for c in wrong.cells if c.metadata.get("nbgrader", {}).get("grade_id") == solution_id)
+        cell.source = textwrap.dedent(catalogue(suite)[mistake].source)
+        (course / "submitted" / student / "07").mkdir(parents=True)
+        nbformat.write(wrong, course / "submitted" / student / "07" / path.name)
+    rows = {r["student"]: r for r in grade("07", course, jobs=2, timeout=600)}
+    assert rows["solution"]["score"] == rows["solution"]["max_score"] > 0, rows["solution"]
+    assert not any(rows["solution"]["mistakes"].values()), rows["solution"]["mistakes"]
+    assert not any(rows["solution"]["failed_cases"].values()), rows["solution"]["failed_cases"]
+    saved = {r["student"]: r for r in json.loads((course / "grades" / "07.json").read_text())}
+    for student, (graded_cell, _, suite, mistake) in KNOWN_MISTAKES_07.items():
+        key = f"{path.stem}:{graded_cell}"
+        assert saved[student]["mistakes"][key] == [mistake] and rows[student]["cells"][key] == 0, saved[student]
+        assert set(catalogue(suite)[mistake].cases) <= set(saved[student]["failed_cases"][suite])
+        executed = nbformat.read(course / "autograded" / student / "07" / path.name, as_version=4)
+        said = [o.get("evalue", "") for c in executed.cells if c.metadata.get("nbgrader", {}).get("grade_id") == graded_cell
+                for o in c.get("outputs", []) if o.get("output_type") == "error"]
+        assert any(f"known mistake {mistake}: {catalogue(suite)[mistake].sentence}" in text for text in said), said
+
+    check = subprocess.run([sys.executable, "-m", "autograder.practice", "07", "--notebook",
+                            str(course / "submitted" / "zeros_counted" / "07" / path.name)],
+                           cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                           timeout=600)
+    named = catalogue("masked_mean")["mean_including_the_masked_zeros"]
+    assert f"known mistake mean_including_the_masked_zeros: {named.sentence}" in check.stdout, check.stdout[-3000:]
+
+    table, csv_path, png = class_report("07", course)
+    text = table.read_text()
+    for _, _, suite, mistake in KNOWN_MISTAKES_07.values():
+        assert f"| `{suite}` | `{mistake}` | 1 |" in text, text
+    assert "| `masked_mean` | 4 | 3 | 1 | 0 | 0 |" in text, text
+    assert csv_path.read_text().startswith("table,function,item,count,of") and png.stat().st_size > 10_000
+    print(text)

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 
 from autograder.assignments import NO_LESSON_YET, assignments, open_names, registry, unassigned
 from autograder.kit import build_kit, harness_leaks, harness_source, leaks, secret_lines
@@ -224,6 +225,8 @@ def test_student_kit_has_no_reference_of_an_open_assignment(assignment, kits):
     for a, entry in manifest.items():
         for suite in entry["suites"]:
             assert (kit / "practice" / a / f"{suite}.pt").is_file() and (kit / "autograder" / "harness" / f"{suite}.py").is_file()
+            known = torch.load(kit / "practice" / a / f"{suite}.pt", weights_only=False)["mistakes"]
+            assert known and all(set(m) == {"sentence", "signature"} for m in known.values()), suite  # no code
     secrets = secret_lines(assignment)
     assert secrets, "no reference line to look for"
     assert leaks(kit, assignment, secrets) == []
@@ -243,6 +246,10 @@ def test_the_leak_check_finds_a_planted_reference(tmp_path):
     assert found and all(f.startswith("course_lib/") for f, _ in found)
     shutil.make_archive(str(tmp_path / "planted"), "zip", root_dir=tmp_path, base_dir="kit")
     assert leaks(tmp_path / "planted.zip", assignment)
+    shutil.rmtree(planted / "course_lib")  # and a catalogue of mistakes, whose code is grader-only
+    shutil.copy(ROOT / "autograder" / "mistakes" / "masked_mean.py", planted / "notes.py")
+    found = leaks(planted, assignment)
+    assert found and {f for f, _ in found} == {"notes.py"}
 
 
 # ---------------------------------------------------------------- a kit in use

@@ -8,8 +8,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autograder.mistakes.approx_kl import WHERE
 from course_lib import approx_kl
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, rand_mask, randn, seeds, shapes
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, rand_mask, randn, seeds, shapes
 
 SUITE = "approx_kl"
 
@@ -81,14 +82,7 @@ def test_reference_rejects_bad_inputs():
 
 # ---------------------------------------------------------------- correct versions and mistakes
 CORRECT = {
-    "where_sum_over_clamped_count": """
-        import torch
-        def approx_kl(policy_log_probs, old_log_probs, response_mask):
-            keep = response_mask.bool()
-            sq = 0.5 * (policy_log_probs - old_log_probs) ** 2
-            kept = torch.where(keep, sq, torch.zeros_like(sq))
-            return kept.sum() / keep.sum().clamp(min=1)
-    """,
+    "where_sum_over_clamped_count": WHERE,
     # (d * m)^2 = d^2 * m for a 0/1 mask
     "square_of_masked_difference": """
         import torch
@@ -130,43 +124,30 @@ CORRECT = {
     """,
 }
 
-WHERE = CORRECT["where_sum_over_clamped_count"]
-RETURN = "return kept.sum() / keep.sum().clamp(min=1)"
-SQ = "sq = 0.5 * (policy_log_probs - old_log_probs) ** 2"
-MISTAKES = {
-    # divided by every position, not by the response tokens
-    "mean_over_all_positions": (edited(WHERE, (RETURN, "return kept.mean()")),
-                                ["rows_of_different_lengths_B4_T12", "bool_mask_B3_T9"]),
-    # the mask never used: padding's garbage log-probs enter the mean
-    "mask_ignored": (edited(WHERE, (RETURN, "return sq.mean()")),
-                     ["masked_positions_hold_large_values_B3_T8", "prompt_and_padding_masked_B4_T16"]),
-    # each row's mean, then the mean of the rows: a short row's tokens weigh more
-    "mean_of_per_row_means": (edited(WHERE, (RETURN, "return (kept.sum(-1) / keep.sum(-1).clamp(min=1)).mean()")),
-                              ["rows_of_different_lengths_B4_T12", "one_row_without_response_B3_T6"]),
-    # (log r)^2 without the 0.5: twice the monitor
-    "half_dropped": (edited(WHERE, (SQ, "sq = (policy_log_probs - old_log_probs) ** 2")),
-                     ["bool_mask_B3_T9", "float64_B4_T6"]),
-    # no clamp: 0 / 0 = NaN when no token is a response token
-    "nan_on_an_all_zero_mask": (edited(WHERE, (RETURN, "return kept.sum() / keep.sum()")),
-                                ["all_zero_mask_gives_0_B3_T5"]),
-    # the classic PPO monitor, mean(log pi_old - log pi): k1, not the k2 of the contract
-    "k1_mean_log_ratio": (edited(WHERE, (SQ, "sq = old_log_probs - policy_log_probs")),
-                          ["bool_mask_B3_T9", "rows_of_different_lengths_B4_T12"]),
-    # k3 = r - log r - 1 in the place of k2
-    "k3_instead_of_k2": (edited(WHERE, (
-        SQ, "sq = torch.expm1(old_log_probs - policy_log_probs) - (old_log_probs - policy_log_probs)")),
-        ["rows_of_different_lengths_B4_T12"]),
-    # indexing with the mask as given: a long mask indexes rows 0 and 1, a float mask raises
-    "indexes_with_the_mask_as_given": ("""
+
+# catalogued mistakes written another way: recognition is about what a function does, not its text
+SAME_MISTAKES = {
+    # each row's mean in float64, in a Python loop over the rows of every leading dimension, then their mean
+    "row_means_in_a_loop_float64": ("mean_of_per_row_means", """
         import torch
         def approx_kl(policy_log_probs, old_log_probs, response_mask):
-            d = policy_log_probs[response_mask] - old_log_probs[response_mask]
-            return 0.5 * d.pow(2).sum() / max(d.numel(), 1)
-    """, ["long_mask_B3_T9", "int_mask_B4_T7", "float_mask_B3_T9"]),
-    # float64 log-probs must give a float64 monitor
-    "always_float32": (edited(WHERE, (SQ, "sq = 0.5 * (policy_log_probs.float() - old_log_probs.float()) ** 2")),
-                       ["float64_B4_T6", "float64_float_mask_B3_T7"]),
+            T = policy_log_probs.shape[-1]
+            rows = zip(policy_log_probs.reshape(-1, T), old_log_probs.reshape(-1, T), response_mask.bool().reshape(-1, T))
+            means = []
+            for lp, old, m in rows:
+                d = (lp.double() - old.double())[m]
+                means.append((0.5 * d ** 2).sum() / max(int(m.sum()), 1))
+            return torch.stack(means).mean().to(policy_log_probs.dtype)
+    """),
+    # d * d without the half, selected by torch.where
+    "squared_difference_without_the_half": ("half_dropped", """
+        import torch
+        def approx_kl(policy_log_probs, old_log_probs, response_mask):
+            m = response_mask != 0
+            d = policy_log_probs - old_log_probs
+            return torch.where(m, d * d, torch.zeros_like(d)).sum() / m.sum().clamp(min=1)
+    """),
 }
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, SAME_MISTAKES)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, same_mistakes=SAME_MISTAKES)

@@ -88,67 +88,6 @@ CORRECT = {
             return (-(lp.exp() * lp).sum(-1)).to(out_dtype)
     """,
 }
-MISTAKES = {
-    # torch.distributions normalises the logits by subtracting their logsumexp: at magnitude 1e4 that
-    # difference of two large floats loses ~1e-3 in log p (rounding scale, but not the exact contract)
-    "categorical_distribution": ("""
-        import torch
-        def compute_entropy(logits):
-            x = logits.to(torch.promote_types(logits.dtype, torch.float32))
-            if x.numel() == 0:
-                return x.sum(-1)
-            return torch.distributions.Categorical(logits=x).entropy()
-    """, ["shifted_by_1e4_4x300"]),
-    "log_of_softmax": ("""
-        import torch
-        def compute_entropy(logits):
-            p = torch.softmax(logits.float(), dim=-1)
-            return -(p * torch.log(p)).sum(-1)
-    """, ["magnitude_1e4_4x64", "one_hot_1e4_3x17"]),
-    "log_of_softmax_plus_eps": ("""
-        import torch
-        def compute_entropy(logits):
-            p = torch.softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
-            return -(p * torch.log(p + 1e-8)).sum(-1)
-    """, []),
-    "logsumexp_minus_expected_logit": ("""
-        import torch
-        def compute_entropy(logits):
-            z = logits.to(torch.promote_types(logits.dtype, torch.float32))
-            return torch.logsumexp(z, -1) - (torch.softmax(z, -1) * z).sum(-1)
-    """, ["shifted_by_1e4_4x300"]),
-    "no_upcast_of_half_precision": ("""
-        import torch
-        def compute_entropy(logits):
-            lp = torch.log_softmax(logits, dim=-1)
-            return -(lp.exp() * lp).sum(-1)
-    """, ["bfloat16_3x5x1000", "float16_2x513"]),
-    "float64_cast_down_to_float32": ("""
-        import torch
-        def compute_entropy(logits):
-            lp = torch.log_softmax(logits.float(), dim=-1)
-            return -(lp.exp() * lp).sum(-1)
-    """, ["float64_4x7"]),
-    "log2_bits": ("""
-        import torch
-        def compute_entropy(logits):
-            lp = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
-            return -(lp.exp() * lp).sum(-1) / 0.6931471805599453
-    """, ["float32_2x3x11"]),
-    "in_place_max_shift": ("""
-        import torch
-        def compute_entropy(logits):
-            logits -= logits.max(dim=-1, keepdim=True).values
-            lp = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
-            return -(lp.exp() * lp).sum(-1)
-    """, ["float32_2x3x11"]),
-    "minus_sign_dropped": ("""
-        import torch
-        def compute_entropy(logits):
-            lp = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
-            return (lp.exp() * lp).sum(-1)
-    """, ["float32_2x3x11"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT)

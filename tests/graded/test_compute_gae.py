@@ -9,8 +9,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autograder.mistakes.compute_gae import LOOP, MATRIX, ROWS
 from course_lib import compute_gae
-from tests.helpers import (PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, mask_of, randn,
+from tests.helpers import (PROPERTY_SETTINGS, corpus_tests, many_draws_test, mask_of, randn,
                            response_runs, seeds, with_garbage)
 
 SUITE = "compute_gae"
@@ -118,64 +119,10 @@ def test_reference_rejects_shapes_that_differ():
 # ---------------------------------------------------------------- correct versions and mistakes
 CORRECT = {
     # one column at a time, V_{t+1} taken only where column t + 1 is a response token
-    "loop_over_positions_with_where": """
-        import torch
-        def compute_gae(rewards, values, response_mask, gamma, lam):
-            dtype = torch.promote_types(rewards.dtype, values.dtype)
-            r, v = rewards.to(dtype), values.to(dtype)
-            m = response_mask.bool()
-            B, T = m.shape
-            adv = torch.zeros(B, T, dtype=dtype)
-            last_gae = torch.zeros(B, dtype=dtype)
-            for t in reversed(range(T)):
-                if t + 1 < T:
-                    next_v = torch.where(m[:, t + 1], v[:, t + 1], torch.zeros_like(v[:, t + 1]))
-                else:
-                    next_v = torch.zeros(B, dtype=dtype)
-                delta = r[:, t] + gamma * next_v - v[:, t]
-                last_gae = torch.where(m[:, t], delta + gamma * lam * last_gae, torch.zeros_like(delta))
-                adv[:, t] = last_gae
-            returns = torch.where(m, adv + v, torch.zeros_like(adv))
-            return adv, returns
-    """,
-    "python_loop_per_row_over_its_response_indices": """
-        import torch
-        def compute_gae(rewards, values, response_mask, gamma, lam):
-            dtype = torch.promote_types(rewards.dtype, values.dtype)
-            B, T = response_mask.shape
-            adv = torch.zeros(B, T, dtype=dtype)
-            ret = torch.zeros(B, T, dtype=dtype)
-            for b in range(B):
-                idx = response_mask[b].nonzero().flatten().tolist()
-                gae = torch.zeros((), dtype=dtype)
-                next_value = torch.zeros((), dtype=dtype)
-                for t in reversed(idx):
-                    v = values[b, t].to(dtype)
-                    delta = rewards[b, t].to(dtype) + gamma * next_value - v
-                    gae = delta + gamma * lam * gae
-                    adv[b, t] = gae
-                    ret[b, t] = gae + v
-                    next_value = v
-            return adv, ret
-    """,
+    "loop_over_positions_with_where": LOOP,
+    "python_loop_per_row_over_its_response_indices": ROWS,
     # masked deltas times a (T, T) matrix of the discount's powers (gamma * lam)^(s - t), s >= t
-    "discount_matrix": """
-        import torch
-        def compute_gae(rewards, values, response_mask, gamma, lam):
-            dtype = torch.promote_types(rewards.dtype, values.dtype)
-            m = response_mask.to(dtype)
-            r = rewards.to(dtype) * m
-            v = values.to(dtype) * m
-            next_v = torch.cat([v[:, 1:], torch.zeros_like(v[:, :1])], dim=1)
-            delta = (r + gamma * next_v - v) * m
-            T = m.shape[1]
-            pos = torch.arange(T)
-            lag = pos[None, :] - pos[:, None]
-            discount = torch.where(lag >= 0, torch.tensor(gamma * lam, dtype=dtype) ** lag.clamp(min=0),
-                                   torch.zeros((), dtype=dtype))
-            adv = (delta @ discount.T) * m
-            return adv, (adv + v) * m
-    """,
+    "discount_matrix": MATRIX,
     # each row's response by boolean indexing, the recursion in float64 Python numbers, cast back
     "float64_inside_boolean_indexing": """
         import torch
@@ -221,110 +168,6 @@ CORRECT = {
     """,
 }
 
-LOOP = CORRECT["loop_over_positions_with_where"]
-ROWS = CORRECT["python_loop_per_row_over_its_response_indices"]
-MATRIX = CORRECT["discount_matrix"]
-NEXT_V = "next_v = torch.where(m[:, t + 1], v[:, t + 1], torch.zeros_like(v[:, t + 1]))"
-DELTA = "delta = r[:, t] + gamma * next_v - v[:, t]"
-RETURNS = "returns = torch.where(m, adv + v, torch.zeros_like(adv))"
-MISTAKES = {
-    # V_{t+1} from the next column whatever it is: the last response token bootstraps from the pad's value
-    "bootstrap_from_the_pad": (edited(LOOP, (NEXT_V, "next_v = v[:, t + 1]")),
-                               ["gae_0.99_0.95_float32_B4_T24", "td_residual_1_0_float32_B5_T16",
-                                "single_token_responses_0.99_0.95_B4_T10"]),
-    # the CleanRL loop without dones: every column in the recursion (the padding's garbage flows back), masked at the end
-    "recursion_over_every_column_masked_at_the_end": ("""
-        import torch
-        def compute_gae(rewards, values, response_mask, gamma, lam):
-            dtype = torch.promote_types(rewards.dtype, values.dtype)
-            m = response_mask.to(dtype)
-            B, T = m.shape
-            adv = torch.zeros(B, T, dtype=dtype)
-            last_gae = torch.zeros(B, dtype=dtype)
-            for t in reversed(range(T)):
-                next_v = values[:, t + 1] if t + 1 < T else torch.zeros(B, dtype=dtype)
-                delta = rewards[:, t] + gamma * next_v - values[:, t]
-                last_gae = delta + gamma * lam * last_gae
-                adv[:, t] = last_gae
-            adv = adv * m
-            return adv, (adv + values) * m
-    """, ["gae_0.99_0.95_float32_B4_T24", "monte_carlo_1_1_float32_B4_T20", "empty_rows_0.99_0.95_B5_T10"]),
-    "gamma_left_out_of_delta": (edited(LOOP, (DELTA, "delta = r[:, t] + next_v - v[:, t]")),
-                                ["gae_0.99_0.95_float32_B4_T24", "gae_0.9_0.5_long_mask_B3_T18",
-                                 "td_residual_0.9_0_float64_B3_T12"]),
-    # lam where gamma goes (the product gamma * lam of the recursion is the same either way)
-    "gamma_and_lam_swapped": (edited(LOOP, (DELTA, "delta = r[:, t] + lam * next_v - v[:, t]")),
-                              ["gae_0.99_0.95_float32_B4_T24", "td_residual_1_0_float32_B5_T16",
-                               "gae_0.9_0.5_long_mask_B3_T18"]),
-    "lam_applied_in_delta": (edited(LOOP, (DELTA, "delta = r[:, t] + gamma * lam * next_v - v[:, t]")),
-                             ["gae_0.99_0.95_float32_B4_T24", "td_residual_1_0_float32_B5_T16",
-                              "gae_1_0.95_float_mask_B4_T22"]),
-    "returns_are_the_advantages": (edited(LOOP, (RETURNS, "returns = adv")),
-                                   ["gae_0.99_0.95_float32_B4_T24", "monte_carlo_1_1_float32_B4_T20"]),
-    # A + V everywhere: the garbage values of the prompt and the padding in the returns
-    "returns_not_0_outside_the_response": (edited(LOOP, (RETURNS, "returns = adv + v")),
-                                           ["gae_0.99_0.95_float32_B4_T24", "empty_rows_0.99_0.95_B5_T10"]),
-    # A_t from A_{t-1}: the recursion run forward
-    "forward_recursion": (edited(LOOP, ("for t in reversed(range(T)):", "for t in range(T):")),
-                          ["gae_0.99_0.95_float32_B4_T24", "monte_carlo_1_1_float32_B4_T20"]),
-    # every row's response tokens as one sequence: a row's last token bootstraps from the next row's first
-    "discount_not_reset_between_rows": ("""
-        import torch
-        def compute_gae(rewards, values, response_mask, gamma, lam):
-            dtype = torch.promote_types(rewards.dtype, values.dtype)
-            m = response_mask.bool()
-            r, v = rewards.to(dtype)[m], values.to(dtype)[m]
-            next_v = torch.cat([v[1:], v.new_zeros(1)])
-            delta = r + gamma * next_v - v
-            a = torch.zeros_like(r)
-            running = torch.zeros((), dtype=dtype)
-            for i in reversed(range(r.numel())):
-                running = delta[i] + gamma * lam * running
-                a[i] = running
-            adv = torch.zeros(m.shape, dtype=dtype)
-            ret = torch.zeros(m.shape, dtype=dtype)
-            adv[m] = a
-            ret[m] = a + v
-            return adv, ret
-    """, ["gae_0.99_0.95_float32_B4_T24", "td_residual_1_0_float32_B5_T16", "square_1_1_float64_B8_T8"]),
-    # range(mask.sum()) from column 0: the prompt offset ignored
-    "response_taken_from_column_0": (edited(ROWS, ("idx = response_mask[b].nonzero().flatten().tolist()",
-                                                   "idx = list(range(int(response_mask[b].sum())))")),
-                                     ["gae_0.99_0.95_float32_B4_T24", "single_token_responses_0.99_0.95_B4_T10"]),
-    # the response's first and last index taken without a guard: an empty row has neither (IndexError)
-    "empty_row_not_guarded": (edited(ROWS, ("for t in reversed(idx):",
-                                            "first, last = idx[0], idx[-1]\n"
-                                            "                for t in range(last, first - 1, -1):")),
-                              ["empty_rows_0.99_0.95_B5_T10", "T1_0.99_0.95_B4"]),
-    # returns as the discounted sum of rewards to go (right for lam = 1 only)
-    "returns_as_discounted_rewards_to_go": (edited(ROWS, ("next_value = torch.zeros((), dtype=dtype)\n",
-                                                          "next_value = torch.zeros((), dtype=dtype)\n"
-                                                          "                to_go = torch.zeros((), dtype=dtype)\n"),
-                                                   ("ret[b, t] = gae + v",
-                                                    "to_go = rewards[b, t].to(dtype) + gamma * to_go\n"
-                                                    "                    ret[b, t] = to_go")),
-                                            ["gae_0.99_0.95_float32_B4_T24", "gae_1_0.95_float_mask_B4_T22"]),
-    # (T, T) @ (B, T): runs only when B = T, and mixes the rows
-    "discount_matrix_on_the_wrong_side": (edited(MATRIX, ("adv = (delta @ discount.T) * m", "adv = (discount @ delta) * m")),
-                                          ["square_0.99_0.95_float32_B6_T6", "square_1_1_float64_B8_T8"]),
-    # the next value shifted along the batch: row b + 1's value at the same column
-    "next_value_shifted_along_the_batch": (
-        edited(MATRIX, ("next_v = torch.cat([v[:, 1:], torch.zeros_like(v[:, :1])], dim=1)",
-                        "next_v = torch.cat([v[1:], torch.zeros_like(v[:1])], dim=0)")),
-        ["gae_0.99_0.95_float32_B4_T24", "square_0.99_0.95_float32_B6_T6"]),
-    # a row index for a position: values[t] is row t, silently when B = T
-    "row_index_for_a_position": (edited(LOOP, (DELTA, "delta = r[t] + gamma * next_v - v[t]")),
-                                 ["square_0.99_0.95_float32_B6_T6", "square_1_1_float64_B8_T8"]),
-    # zeros_like(rewards): float32 advantages for float32 rewards and float64 values
-    "advantages_of_the_rewards_dtype": (edited(LOOP, ("adv = torch.zeros(B, T, dtype=dtype)", "adv = torch.zeros_like(rewards)")),
-                                        ["mixed_rewards_float32_values_float64_0.99_0.95_B3_T12"]),
-    "always_float32": (edited(LOOP, ("dtype = torch.promote_types(rewards.dtype, values.dtype)", "dtype = torch.float32")),
-                       ["gae_0.99_0.95_float64_long_mask_B4_T32", "square_1_1_float64_B8_T8"]),
-    # values.to(dtype) is the caller's tensor when the dtype already matches: mul_ zeroes its padding
-    "values_zeroed_in_place": (edited(LOOP, ("m = response_mask.bool()\n",
-                                             "m = response_mask.bool()\n            v.mul_(m)\n")),
-                               ["gae_0.99_0.95_float32_B4_T24", "gae_0.99_0.95_float64_long_mask_B4_T32"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT)

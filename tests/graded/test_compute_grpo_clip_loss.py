@@ -8,8 +8,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autograder.mistakes.compute_grpo_clip_loss import MINIMUM
 from course_lib import compute_grpo_clip_loss
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, edited, randn, seeds
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, randn, seeds
 
 SUITE = "compute_grpo_clip_loss"
 
@@ -68,15 +69,7 @@ def test_reference_is_finite_for_log_probs_near_minus_100_in_float32():
 
 # ---------------------------------------------------------------- correct versions and mistakes
 CORRECT = {
-    "minimum_of_two_terms": """
-        import torch
-        def compute_grpo_clip_loss(advantages, policy_log_probs, old_log_probs, cliprange):
-            adv = advantages.reshape(-1, 1)
-            ratio = torch.exp(policy_log_probs - old_log_probs)
-            unclipped = ratio * adv
-            clipped = torch.clamp(ratio, 1.0 - cliprange, 1.0 + cliprange) * adv
-            return -torch.minimum(unclipped, clipped), {"clipped": clipped < unclipped}
-    """,
+    "minimum_of_two_terms": MINIMUM,
     # A >= 0: the objective is min(ratio, 1 + eps) * A; A < 0: max(ratio, 1 - eps) * A
     "where_on_the_sign_of_A": """
         import torch
@@ -125,50 +118,28 @@ CORRECT = {
     """,
 }
 
-# one realistic edit each of the reference's formula
-MINIMUM = CORRECT["minimum_of_two_terms"]
-RETURN = 'return -torch.minimum(unclipped, clipped), {"clipped": clipped < unclipped}'
-RATIO = "ratio = torch.exp(policy_log_probs - old_log_probs)"
-MISTAKES = {
-    # -(-min): gradient ascent on the clipped loss
-    "clip_sign_flipped": (edited(MINIMUM, ("return -torch.minimum(", "return torch.minimum(")),
-                          ["mixed_advantages_B4_T9_eps0.2", "on_policy_ratio_one_B4_T7"]),
-    # the clamp on the advantage instead of the ratio
-    "clamp_on_the_advantage": (edited(MINIMUM, (
-        "clipped = torch.clamp(ratio, 1.0 - cliprange, 1.0 + cliprange) * adv",
-        "clipped = ratio * torch.clamp(adv, 1.0 - cliprange, 1.0 + cliprange)")),
-        ["mixed_advantages_B4_T9_eps0.2"]),
-    # the optimistic bound: no pessimism, the clip never stops a large step
-    "max_instead_of_min": (edited(MINIMUM, ("-torch.minimum(", "-torch.maximum(")),
-                           ["positive_advantages_B3_T12_eps0.2", "negative_advantages_B3_T12_eps0.2"]),
-    # pi_old / pi instead of pi / pi_old
-    "ratio_inverted": (edited(MINIMUM, (RATIO, "ratio = torch.exp(old_log_probs - policy_log_probs)")),
-                       ["mixed_advantages_B4_T9_eps0.2"]),
-    # exp underflows to 0 below about -104 in float32: 0 / 0 = NaN
-    "ratio_as_exp_over_exp": (edited(MINIMUM, (
-        RATIO, "ratio = torch.exp(policy_log_probs) / torch.exp(old_log_probs)")),
-        ["log_probs_near_minus_100_B3_T6"]),
-    # "outside the clip range" is not "clipped": for A > 0 a ratio below 1 - eps keeps its gradient
-    "clip_mask_ignores_the_sign_of_A": (edited(MINIMUM, (
-        RETURN,
-        "mask = (ratio < 1 - cliprange) | (ratio > 1 + cliprange)\n"
-        '            return -torch.minimum(unclipped, clipped), {"clipped": mask}')),
-        ["positive_advantages_B3_T12_eps0.2", "negative_advantages_B3_T12_eps0.2"]),
-    # <= marks every token inside the range too, where both terms are equal (and every token of A = 0)
-    "clip_mask_not_strict": (edited(MINIMUM, ('"clipped": clipped < unclipped', '"clipped": clipped <= unclipped')),
-                             ["ratios_near_one_B3_T6", "on_policy_ratio_one_B4_T7"]),
-    # the importance-weighted loss without any clip
-    "no_clip": (edited(MINIMUM, (
-        "unclipped = ratio * adv\n"
-        "            clipped = torch.clamp(ratio, 1.0 - cliprange, 1.0 + cliprange) * adv\n"
-        "            " + RETURN,
-        'return -ratio * adv, {"clipped": torch.zeros_like(ratio, dtype=torch.bool)}')),
-        ["mixed_advantages_B4_T9_eps0.2", "eps0.5_wide_ratios_B4_T10"]),
-    # the ratio from detached log-probs (as for the metadata): the loss has the right value and no graph
-    "ratio_detached": (edited(MINIMUM, (RATIO, "ratio = torch.exp(policy_log_probs.detach() - old_log_probs)"), (
-        '{"clipped": clipped < unclipped}', '{"clipped": clipped < unclipped, "ratio": ratio}')),
-        ["mixed_advantages_B4_T9_eps0.2", "on_policy_ratio_one_B4_T7"]),
+
+# catalogued mistakes written another way: recognition is about what a function does, not its text
+SAME_MISTAKES = {
+    # the inverted ratio computed in float64 and cast back
+    "inverted_ratio_in_float64": ("ratio_inverted", """
+        import torch
+        def compute_grpo_clip_loss(advantages, policy_log_probs, old_log_probs, cliprange):
+            A = advantages.double().reshape(-1, 1)
+            ratio = torch.exp(old_log_probs.double() - policy_log_probs.double())
+            surr1, surr2 = ratio * A, ratio.clamp(1 - cliprange, 1 + cliprange) * A
+            return -torch.min(surr1, surr2).to(policy_log_probs.dtype), {"clipped": surr2 < surr1}
+    """),
+    # no clip, row by row
+    "unclipped_loop_over_rows": ("no_clip", """
+        import torch
+        def compute_grpo_clip_loss(advantages, policy_log_probs, old_log_probs, cliprange):
+            a = advantages.reshape(-1)
+            rows = [-torch.exp(policy_log_probs[b] - old_log_probs[b]) * a[b] for b in range(len(a))]
+            loss = torch.stack(rows)
+            return loss, {"clipped": torch.zeros(loss.shape, dtype=torch.bool)}
+    """),
 }
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, SAME_MISTAKES)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, same_mistakes=SAME_MISTAKES)

@@ -88,38 +88,6 @@ CORRECT = {
     """,
 }
 
-MISTAKES = {
-    # gradient ascent on the loss: the policy learns to do worse
-    "naive_sign_flipped": ("""
-        import torch
-        def compute_naive_policy_gradient_loss(raw_rewards_or_advantages, policy_log_probs):
-            return raw_rewards_or_advantages.reshape(-1, 1) * policy_log_probs
-    """, ["advantages_B3_T7", "binary_rewards_B6_T5"]),
-    # view(-1) of a (B, 1) column broadcasts along the tokens: runs when B == T, and is wrong
-    "naive_advantage_flattened": ("""
-        import torch
-        def compute_naive_policy_gradient_loss(raw_rewards_or_advantages, policy_log_probs):
-            return -raw_rewards_or_advantages.view(-1) * policy_log_probs
-    """, ["square_B4_T4", "square_B5_T5_binary_rewards"]),
-    # a (B,) vector used as is: broadcast along the tokens of a square batch
-    "naive_vector_advantage_used_as_is": ("""
-        import torch
-        def compute_naive_policy_gradient_loss(raw_rewards_or_advantages, policy_log_probs):
-            return -raw_rewards_or_advantages * policy_log_probs
-    """, ["advantages_as_vector_square_B4_T4", "advantages_as_vector_B6_T9"]),
-    # reduced over the tokens: the per-token loss is the contract (the step averages it)
-    "mean_over_tokens": ("""
-        import torch
-        def compute_naive_policy_gradient_loss(raw_rewards_or_advantages, policy_log_probs):
-            return (-raw_rewards_or_advantages.reshape(-1, 1) * policy_log_probs).mean(dim=-1)
-    """, ["advantages_B3_T7", "B1_T8"]),
-    # REINFORCE on the probability, not its log: another gradient (-A * pi * grad log pi)
-    "probabilities_instead_of_log_probs": ("""
-        import torch
-        def compute_naive_policy_gradient_loss(raw_rewards_or_advantages, policy_log_probs):
-            return -raw_rewards_or_advantages.reshape(-1, 1) * policy_log_probs.exp()
-    """, ["advantages_B3_T7", "binary_rewards_B6_T5"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT)

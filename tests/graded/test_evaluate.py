@@ -8,11 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autograder.mistakes.evaluate import EVAL_BASE
 from autograder.suites.evaluate import ScriptedEngine
 from course_lib import gsm8k_to_r1_zero, load_problems, r1_zero_reward_fn
 from course_lib.rewards import evaluate
 from course_lib.rollouts import SamplingParams
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, edited
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test
 
 SUITE = "evaluate"
 GREEDY = SamplingParams(temperature=0.0, max_tokens=64, stop=("</answer>",))
@@ -79,33 +80,6 @@ def test_reference_with_any_reward_fn(rows):
     assert out["reward"] == sum(a * float(t) for _, a, t in rows) / n
 
 
-# ---------------------------------------------------------------- correct versions and mistakes
-EVAL_BASE = """
-    from course_lib.rewards import r1_zero_reward_fn
-    def evaluate(engine, prompts, ground_truths, sampling_params, reward_fn=r1_zero_reward_fn):
-        if len(prompts) != len(ground_truths):
-            raise ValueError("lengths differ")
-        if not prompts:
-            raise ValueError("no prompts")
-        if sampling_params.n != 1:
-            raise ValueError("one sample per prompt")
-        rollouts = engine.generate(list(prompts), sampling_params)
-        rewards = [reward_fn(r.text, gt) for r, gt in zip(rollouts, ground_truths)]
-        categories = []
-        for s in rewards:
-            if s["format_reward"] == 0:
-                categories.append("format_wrong")
-            elif s["answer_reward"] == 0:
-                categories.append("answer_wrong")
-            else:
-                categories.append("correct")
-        counts = {c: categories.count(c) for c in ("format_wrong", "answer_wrong", "correct")}
-        n = len(rewards)
-        return {"rollouts": rollouts, "rewards": rewards, "categories": categories, "counts": counts,
-                "format_reward": sum(s["format_reward"] for s in rewards) / n,
-                "answer_reward": sum(s["answer_reward"] for s in rewards) / n,
-                "reward": sum(s["reward"] for s in rewards) / n}
-"""
 CORRECT = {
     "lists_then_counts": EVAL_BASE,
     # one loop fills everything; the counts dict made with every key first
@@ -196,63 +170,6 @@ CORRECT = {
     """,
 }
 
-# the lists-then-counts version with one part replaced each (a mistake is one such replacement)
-MISTAKES = {
-    # a right answer with the format wrong must be format_wrong (under the caller's reward)
-    "answer_checked_before_format": (edited(EVAL_BASE, (
-        """            if s["format_reward"] == 0:
-                categories.append("format_wrong")
-            elif s["answer_reward"] == 0:
-                categories.append("answer_wrong")
-            else:
-                categories.append("correct")""",
-        """            if s["answer_reward"] == 1:
-                categories.append("correct")
-            elif s["format_reward"] == 0:
-                categories.append("format_wrong")
-            else:
-                categories.append("answer_wrong")""")), ["callers_reward_fn"]),
-    "r1_zero_reward_hard_coded": (edited(EVAL_BASE, ("rewards = [reward_fn(r.text, gt)", "rewards = [r1_zero_reward_fn(r.text, gt)")),
-                                  ["callers_reward_fn"]),
-    "reward_arguments_swapped": (edited(EVAL_BASE, ("reward_fn(r.text, gt)", "reward_fn(gt, r.text)")), ["r1_zero_every_kind"]),
-    # the r1_zero prompt itself shows the tags: a ramble reads as well formatted
-    "prompt_and_response_graded": (edited(EVAL_BASE, (
-        "rewards = [reward_fn(r.text, gt) for r, gt in zip(rollouts, ground_truths)]",
-        "rewards = [reward_fn(p + r.text, gt) for p, r, gt in zip(prompts, rollouts, ground_truths)]")), ["base_model_rambles_only"]),
-    "counts_without_zeros": (edited(EVAL_BASE, (
-        'counts = {c: categories.count(c) for c in ("format_wrong", "answer_wrong", "correct")}',
-        "import collections\n        counts = dict(collections.Counter(categories))")), ["base_model_rambles_only"]),
-    "answer_reward_over_well_formatted_only": (edited(EVAL_BASE, (
-        '"answer_reward": sum(s["answer_reward"] for s in rewards) / n,',
-        '"answer_reward": sum(s["answer_reward"] for s in rewards) / max(1, sum(s["format_reward"] for s in rewards)),')),
-        ["r1_zero_every_kind"]),
-    "own_sampling_params": (edited(EVAL_BASE, (
-        "rollouts = engine.generate(list(prompts), sampling_params)",
-        "from course_lib.rollouts import SamplingParams\n"
-        "        rollouts = engine.generate(list(prompts), SamplingParams(temperature=0.0, max_tokens=sampling_params.max_tokens))")),
-        ["unusual_sampling_settings"]),
-    "zip_truncates_silently": (edited(EVAL_BASE, ('        if len(prompts) != len(ground_truths):\n            raise ValueError("lengths differ")\n', "")),
-                               ["lengths_differ"]),
-    "means_as_tensors": (edited(EVAL_BASE, (
-        '"format_reward": sum(s["format_reward"] for s in rewards) / n,',
-        '"format_reward": torch.tensor([s["format_reward"] for s in rewards]).mean(),'), (
-        "    from course_lib.rewards import r1_zero_reward_fn\n", "    import torch\n    from course_lib.rewards import r1_zero_reward_fn\n")),
-        ["one_prompt"]),
-    # a prompt given twice is generated once: the caller asked for a response per prompt, not per distinct prompt
-    "duplicate_prompts_generated_once": (edited(EVAL_BASE, (
-        "rollouts = engine.generate(list(prompts), sampling_params)",
-        "unique = list(dict.fromkeys(prompts))\n"
-        "        by_prompt = dict(zip(unique, engine.generate(unique, sampling_params)))\n"
-        "        rollouts = [by_prompt[p] for p in prompts]")), ["same_prompt_two_ground_truths"]),
-    "rollouts_replaced_by_texts": (edited(EVAL_BASE, ('return {"rollouts": rollouts,', 'return {"rollouts": [r.text for r in rollouts],')),
-                                   ["one_prompt"]),
-    # the total reward decides the category: a well-formatted wrong answer becomes format_wrong
-    "category_from_the_total_reward": (edited(EVAL_BASE, (
-        """            if s["format_reward"] == 0:
-                categories.append("format_wrong")""",
-        """            if s["reward"] == 0:
-                categories.append("format_wrong")""")), ["r1_zero_every_kind"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT)

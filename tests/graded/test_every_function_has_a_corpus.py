@@ -1,7 +1,8 @@
 """Every graded function has its corpus: a module tests/graded/test_<name>.py with the suite it
-grades, at least three independent correct versions and at least one realistic mistake
-(CONTRIBUTING.md, "Adding a graded function"). Graded helpers (`_SelectedLogProb`) and constants
-(`_FINAL_ANSWER`) are graded through the function that uses them."""
+grades and at least three independent correct versions, and a catalogue of at least one realistic
+mistake, autograder/mistakes/<name>.py (CONTRIBUTING.md, "Adding a graded function"). Graded
+helpers (`_SelectedLogProb`) and constants (`_FINAL_ANSWER`) are graded through the function that
+uses them."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from autograder.assignments import registry
+from autograder.mistakes import catalogue, has_catalogue
 from autograder.suite_api import load_suite
 
 HERE = Path(__file__).resolve().parent
@@ -31,11 +33,21 @@ def test_graded_function_has_a_corpus(name):
     module = importlib.import_module(f"tests.graded.test_{name}")
     assert getattr(module, "SUITE", None) == name, f"{path.name} must define SUITE = {name!r}"
     assert load_suite(name).GRADED == name
-    correct, mistakes = getattr(module, "CORRECT", {}), getattr(module, "MISTAKES", {})
+    correct = getattr(module, "CORRECT", {})
     assert isinstance(correct, dict) and len(correct) >= 3, f"{path.name}: CORRECT needs at least 3 independent correct versions"
-    assert isinstance(mistakes, dict) and len(mistakes) >= 1, f"{path.name}: MISTAKES needs at least one realistic mistake"
-    for label, entry in mistakes.items():
-        assert isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str) and isinstance(entry[1], list), \
-            f"{path.name}: MISTAKES[{label!r}] must be (source, [case names it fails])"
+    assert not hasattr(module, "MISTAKES"), f"{path.name}: its mistakes belong in the catalogue autograder/mistakes/{name}.py"
+    assert has_catalogue(name) and len(catalogue(name)) >= 1, \
+        f"{name} is graded but autograder/mistakes/{name}.py catalogues no realistic mistake"
     for test in ("test_correct_version_earns_full_marks", "test_mistake_loses_its_points"):
         assert callable(getattr(module, test, None)), f"{path.name} must bind {test} = corpus_tests(...)"
+
+
+def test_every_catalogue_belongs_to_a_graded_function():
+    """A catalogue (its rules are checked as it loads: names, one-line sentences, named cases) is
+    for a suite that exists."""
+    from autograder.mistakes import catalogue_files
+    from autograder.suite_api import suite_names
+
+    assert set(catalogue_files()) <= set(suite_names())
+    for name in catalogue_files():
+        catalogue(name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from hypothesis import given
 
+from autograder.mistakes.get_response_log_probs import GRLP_BASE
 from course_lib import get_response_log_probs
 from tests.graded.test_log_probs_from_logits import REFERENCE as CHUNKED_LOG_PROBS  # notebook 03's cell above
 from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, randn, seeds, shapes
@@ -73,21 +74,6 @@ def test_reference_log_probs_carry_the_gradient_and_the_entropy_none(shape, seed
     torch.testing.assert_close(model.logits.grad, onehot - torch.softmax(model.logits.detach(), -1), atol=1e-6, rtol=1e-5)
 
 
-# ---------------------------------------------------------------- correct versions and mistakes
-GRLP_BASE = """
-    import torch
-    def log_probs_from_logits(logits, labels):
-        lp = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
-        return lp.gather(-1, labels[..., None]).squeeze(-1)
-    def entropy_from_logits(logits):
-        with torch.no_grad():
-            lp = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
-            return -(lp.exp() * lp).sum(-1)
-    def get_response_log_probs(model, input_ids, labels, return_token_entropy=False):
-        logits = model(input_ids).logits
-        return {"log_probs": log_probs_from_logits(logits, labels),
-                "token_entropy": entropy_from_logits(logits) if return_token_entropy else None}
-"""
 CORRECT = {
     "log_softmax_gather": GRLP_BASE,
     # the notebook's path: the chunked custom Function of the cell above and the given entropy helper
@@ -153,33 +139,5 @@ CORRECT = {
 }
 
 
-def grlp(old: str, new: str) -> str:
-    """The log_softmax version with one part replaced (a mistake is one such replacement)."""
-    assert old in GRLP_BASE, old
-    return GRLP_BASE.replace(old, new)
-
-
-MISTAKES = {
-    # the labels are already shifted by tokenize_prompt_and_output
-    "shifted_again": (grlp('"log_probs": log_probs_from_logits(logits, labels)',
-                           '"log_probs": log_probs_from_logits(logits[:, :-1], labels[:, 1:])'), ["float32_B2_T5_V11_entropy"]),
-    "entropy_with_a_graph": (grlp("        with torch.no_grad():\n            lp", "        if True:\n            lp"),
-                             ["float32_B2_T5_V11_entropy"]),
-    "entropy_even_when_not_asked": (grlp(" if return_token_entropy else None", ""), ["float32_B3_T4_V7_no_entropy"]),
-    # no gradient reaches the model: the SFT step would train nothing
-    "model_run_without_grad": (grlp("logits = model(input_ids).logits",
-                                    "with torch.no_grad():\n            logits = model(input_ids).logits"), ["float32_B2_T5_V11_entropy"]),
-    "always_float32": (grlp("logits.to(torch.promote_types(logits.dtype, torch.float32))", "logits.float()"), ["float64_B2_T6_V13"]),
-    # log(softmax) is -inf where a probability underflows (logits of magnitude 1e4)
-    "log_of_softmax": (grlp(
-        "lp = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)\n        return lp.gather",
-        "lp = torch.log(torch.softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1))\n        return lp.gather"),
-        ["logits_magnitude_1e4"]),
-    # bfloat16 logits scored in bfloat16: about two digits
-    "no_upcast_of_half_precision": (grlp(
-        "lp = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)\n        return lp.gather",
-        "lp = torch.log_softmax(logits, dim=-1)\n        return lp.gather"), ["bfloat16_B2_T6_V300"]),
-}
-
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES, draws=30)  # 10 s; the z - logsumexp entropy failed 14 of 300
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, draws=30)  # 10 s; the z - logsumexp entropy failed 14 of 300

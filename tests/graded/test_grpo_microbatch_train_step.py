@@ -12,8 +12,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autograder.mistakes.grpo_microbatch_train_step import HELPERS, STEP
 from course_lib import grpo_microbatch_train_step
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, edited, rand_mask, randn, seeds
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, rand_mask, randn, seeds
 
 SUITE = "grpo_microbatch_train_step"
 
@@ -84,46 +85,8 @@ def test_reference_clip_fraction_and_the_loss_it_backpropagates(seed, k, clipran
     torch.testing.assert_close(logp.grad, mine.grad)
 
 
-# ---------------------------------------------------------------- correct versions and mistakes
-# a notebook-07 student's own loss functions and masked_mean, pasted above each step
-HELPERS = """
-    import torch
-    def compute_naive_policy_gradient_loss(raw_rewards_or_advantages, policy_log_probs):
-        return -raw_rewards_or_advantages.reshape(-1, 1) * policy_log_probs
-    def compute_grpo_clip_loss(advantages, policy_log_probs, old_log_probs, cliprange):
-        adv = advantages.reshape(-1, 1)
-        ratio = torch.exp(policy_log_probs - old_log_probs)
-        unclipped = ratio * adv
-        clipped = torch.clamp(ratio, 1.0 - cliprange, 1.0 + cliprange) * adv
-        return -torch.minimum(unclipped, clipped), {"clipped": clipped < unclipped}
-    def compute_policy_gradient_loss(policy_log_probs, loss_type, raw_rewards=None, advantages=None,
-                                     old_log_probs=None, cliprange=None):
-        if loss_type == "no_baseline":
-            return compute_naive_policy_gradient_loss(raw_rewards, policy_log_probs), {}
-        if loss_type == "reinforce_with_baseline":
-            return compute_naive_policy_gradient_loss(advantages, policy_log_probs), {}
-        if loss_type == "grpo_clip":
-            return compute_grpo_clip_loss(advantages, policy_log_probs, old_log_probs, cliprange)
-        raise ValueError(f"unknown loss_type {loss_type!r}")
-    def masked_mean(tensor, mask, dim=None):
-        kept = torch.where(mask.bool(), tensor, 0.0)
-        count = mask.to(kept.dtype)
-        return kept.sum() / count.sum() if dim is None else kept.sum(dim=dim) / count.sum(dim=dim)
-"""
-
 CORRECT = {
-    "masked_mean_then_mean": HELPERS + """
-    def grpo_microbatch_train_step(policy_log_probs, response_mask, gradient_accumulation_steps, loss_type,
-                                   raw_rewards=None, advantages=None, old_log_probs=None, cliprange=None):
-        per_token, metadata = compute_policy_gradient_loss(policy_log_probs, loss_type, raw_rewards, advantages,
-                                                           old_log_probs, cliprange)
-        loss = masked_mean(per_token, response_mask, dim=-1).mean() / gradient_accumulation_steps
-        loss.backward()
-        metadata = dict(metadata)
-        if "clipped" in metadata:
-            metadata["clip_fraction"] = masked_mean(metadata["clipped"].float(), response_mask)
-        return loss.detach(), metadata
-    """,
+    "masked_mean_then_mean": STEP,
     # one sequence at a time: the mean of its response tokens, then the mean over sequences
     "loop_over_sequences": HELPERS + """
     def grpo_microbatch_train_step(policy_log_probs, response_mask, gradient_accumulation_steps, loss_type,
@@ -183,54 +146,5 @@ CORRECT = {
 }
 
 
-# the step of "masked_mean_then_mean" with one realistic edit each
-STEP = CORRECT["masked_mean_then_mean"]
-LOSS = "loss = masked_mean(per_token, response_mask, dim=-1).mean() / gradient_accumulation_steps"
-MISTAKES = {
-    # one mean over all tokens of the micro-batch: long responses weigh more (every case has lengths 1 and T)
-    "step_token_level_mean": (edited(STEP, (
-        LOSS, "loss = masked_mean(per_token, response_mask) / gradient_accumulation_steps")),
-        ["reinforce_with_baseline_k1_B5_T8", "no_baseline_k1_B4_T7"]),
-    # k micro-batches add up to k times the batch's gradient
-    "step_no_division_by_accumulation_steps": (edited(STEP, (
-        LOSS, "loss = masked_mean(per_token, response_mask, dim=-1).mean()")),
-        ["reinforce_with_baseline_k2_B4_T9", "grpo_clip_k3_B4_T6_eps0.1"]),
-    # a sum over sequences: the gradient scales with the micro-batch size
-    "step_sum_over_the_batch": (edited(STEP, (
-        LOSS, "loss = masked_mean(per_token, response_mask, dim=-1).sum() / gradient_accumulation_steps")),
-        ["reinforce_with_baseline_k1_B5_T8"]),
-    # the loss is returned and never backpropagated
-    "step_without_backward": (edited(STEP, ("        loss.backward()\n", "")),
-                              ["no_baseline_k1_B4_T7", "grpo_clip_k1_B4_T7"]),
-    # "fresh" gradients each call: every leaf of the graph (the shared parameter) zeroed before backward,
-    # so micro-batches no longer add up (nor does an existing gradient survive)
-    "step_gradient_replaces_grad": (edited(STEP, (
-        "        loss.backward()\n",
-        "        seen, stack = set(), [loss.grad_fn]\n"
-        "        while stack:\n"
-        "            fn = stack.pop()\n"
-        "            if fn is None or fn in seen:\n"
-        "                continue\n"
-        "            seen.add(fn)\n"
-        '            if hasattr(fn, "variable"):\n'
-        "                fn.variable.grad = None\n"
-        "            stack += [f for f, _ in fn.next_functions]\n"
-        "        loss.backward()\n")),
-        ["existing_grad_reinforce_with_baseline_k2", "reinforce_with_baseline_k2_B4_T9"]),
-    # the loss before the division by k: not the one backpropagated
-    "step_returns_the_unscaled_loss": (edited(STEP, (
-        "return loss.detach(), metadata", "return loss.detach() * gradient_accumulation_steps, metadata")),
-        ["reinforce_with_baseline_k2_B4_T9"]),
-    # divided by k after the backward: the returned loss is scaled, the gradient is not
-    "step_divided_after_backward": (edited(STEP, (
-        LOSS, "loss = masked_mean(per_token, response_mask, dim=-1).mean()"), (
-        "return loss.detach(), metadata", "return loss.detach() / gradient_accumulation_steps, metadata")),
-        ["reinforce_with_baseline_k2_B4_T9", "grpo_clip_k2_B3_T10"]),
-    # the clip fraction over every position, prompt and padding included
-    "step_clip_fraction_over_all_tokens": (edited(STEP, (
-        'masked_mean(metadata["clipped"].float(), response_mask)', 'metadata["clipped"].float().mean()')),
-        ["grpo_clip_k2_B3_T10", "grpo_clip_k3_B4_T6_eps0.1"]),
-}
-
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES, draws=12)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, draws=12)

@@ -13,19 +13,18 @@ from __future__ import annotations
 
 import copy
 import functools
-import inspect
 import re
-import textwrap
 
 import pytest
 import torch
 
-import course_lib.grpo as grpo
+from autograder.mistakes import catalogue
+from autograder.mistakes.grpo_train_step import FULL_WIDTH, SIGNATURE, given
 from autograder.report import format_report
 from autograder.suites import grpo_train_step as suite
 from course_lib.grpo import grpo_microbatch_train_step, grpo_train_step
 from course_lib.logprobs import get_response_log_probs
-from tests.helpers import REPO, corpus_tests, many_draws_test, edited, fn_from, judged
+from tests.helpers import REPO, corpus_tests, many_draws_test, fn_from, judged
 
 SUITE = "grpo_train_step"
 
@@ -170,23 +169,6 @@ def test_reference_checks_the_sizes(on_policy_case):
         sgd_update(grpo_train_step, on_policy_case, kl_coef=0.1)
 
 
-# ---------------------------------------------------------------- correct versions and mistakes
-# notebook 09's given cell: its own k3 estimator (notebook 10 grades the KL estimators), the
-# slicing of a micro-batch and the check of the sizes, as the notebook defines them above the step
-GIVEN = "import torch\nfrom course_lib import masked_mean\n\n" + "\n\n".join(
-    inspect.getsource(f) for f in (grpo._k3_per_token, grpo.slice_micro_batch, grpo._check_rollout_batch))
-
-
-def given(source: str) -> str:
-    """A version's source below the given cell."""
-    return GIVEN + "\n\n" + textwrap.dedent(source)
-
-
-SIGNATURE = """
-def grpo_train_step(policy, optimizer, rollout_batch, loss_type, train_batch_size, gradient_accumulation_steps,
-                    epochs_per_rollout_batch=1, cliprange=None, max_grad_norm=1.0, kl_coef=0.0, scheduler=None,
-                    log_probs_fn=None, train_step_fn=None):"""
-
 CORRECT = {
     # the loop of the docstring, with the given helpers
     "plain_loop_with_the_given_helpers": given(SIGNATURE + """
@@ -222,45 +204,7 @@ CORRECT = {
     return out
     """),
     # no helpers: full-width micro-batches (padding columns kept), the KL written out, index tensors
-    "full_width_micro_batches": """
-    import torch
-    def grpo_train_step(policy, optimizer, rollout_batch, loss_type, train_batch_size, gradient_accumulation_steps,
-                        epochs_per_rollout_batch=1, cliprange=None, max_grad_norm=1.0, kl_coef=0.0, scheduler=None,
-                        log_probs_fn=None, train_step_fn=None):
-        n = rollout_batch["advantages"].shape[0]
-        k = gradient_accumulation_steps
-        micro = train_batch_size // k
-        out = {"loss": [], "grad_norm": [], "token_entropy": [], "clip_fraction": [], "kl": []}
-        for _ in range(epochs_per_rollout_batch):
-            for step in range(n // train_batch_size):
-                rows = torch.arange(step * train_batch_size, (step + 1) * train_batch_size)
-                step_loss = 0.0
-                for j in range(k):
-                    mb = {key: value[rows[j * micro:(j + 1) * micro]] for key, value in rollout_batch.items()}
-                    scored = log_probs_fn(policy, mb["input_ids"], mb["labels"], return_token_entropy=True)
-                    log_probs, mask = scored["log_probs"], mb["response_mask"]
-                    out["token_entropy"].append(float((scored["token_entropy"] * mask).sum() / mask.sum()))
-                    if kl_coef > 0:
-                        log_ratio = mb["ref_log_probs"] - log_probs
-                        per_token = torch.exp(log_ratio) - log_ratio - 1
-                        kl = ((per_token * mask).sum(-1) / mask.sum(-1)).mean()
-                        (kl_coef / k * kl).backward(retain_graph=True)
-                        step_loss += float(kl_coef / k * kl.detach())
-                        out["kl"].append(float(kl))
-                    loss, meta = train_step_fn(log_probs, mask, k, loss_type, raw_rewards=mb["raw_rewards"],
-                                               advantages=mb["advantages"], old_log_probs=mb.get("old_log_probs"),
-                                               cliprange=cliprange)
-                    step_loss += float(loss)
-                    if "clip_fraction" in meta:
-                        out["clip_fraction"].append(float(meta["clip_fraction"]))
-                out["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)))
-                optimizer.step()
-                if scheduler is not None:
-                    scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                out["loss"].append(step_loss)
-        return out
-    """,
+    "full_width_micro_batches": FULL_WIDTH,
     # the trainer's packed update as a student writes it: without a KL term the rows of weight exactly 0
     # (their loss and gradient are exactly 0) are left out, the rest sorted by length and cut into
     # micro-batches of near-equal size, each weighed by its share of the train batch
@@ -345,82 +289,6 @@ CORRECT = {
 }
 
 
-# the loop of "full_width_micro_batches" with one realistic edit each, and the hidden cases each must fail
-# (it may fail others too)
-FULL_WIDTH = CORRECT["full_width_micro_batches"]
-# its lines after the micro-batches of a train batch: clip (and log the norm), step, schedule, zero
-CLIP = 'out["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)))'
-SCHEDULE = "                if scheduler is not None:\n                    scheduler.step()\n"
-TRAIN_BATCH_STEP = ("                " + CLIP + "\n                optimizer.step()\n" + SCHEDULE
-                    + "                optimizer.zero_grad(set_to_none=True)\n")
-MISTAKES = {
-    # the gradients zeroed before each micro-batch: only the last one's reaches the step
-    "zero_grad_between_micro_batches": (edited(FULL_WIDTH, (
-        "for j in range(k):\n",
-        "for j in range(k):\n"
-        "                    optimizer.zero_grad(set_to_none=True)  # a clean slate for each micro-batch\n")),
-        ["on_policy_k2", "on_policy_k4"]),
-    # an optimizer step (and clip, schedule, zero) after every micro-batch: k steps where one is due
-    "optimizer_step_per_micro_batch": (edited(FULL_WIDTH, (TRAIN_BATCH_STEP,
-                                                          textwrap.indent(TRAIN_BATCH_STEP, "    "))),
-                                       ["on_policy_k2", "on_policy_k4"]),
-    # never zeroed: each step's gradient carries the previous steps'
-    "no_zero_grad": (edited(FULL_WIDTH, ("                optimizer.zero_grad(set_to_none=True)\n", "")),
-                     ["two_optimizer_steps_per_rollout_batch"]),
-    # the norm logged, the gradient never clipped
-    "no_gradient_clipping": (edited(FULL_WIDTH, (
-        CLIP,
-        "norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in policy.parameters()\n"
-        "                                                             if p.grad is not None]))\n"
-        '                out["grad_norm"].append(float(norm))')),
-        ["two_optimizer_steps_per_rollout_batch", "grad_clipped_two_steps"]),
-    # clipped after optimizer.step(): the step has used the unclipped gradient
-    "clipping_after_the_step": (edited(FULL_WIDTH, (CLIP + "\n                optimizer.step()\n",
-                                                   "optimizer.step()\n                " + CLIP + "\n")),
-        ["two_optimizer_steps_per_rollout_batch", "grad_clipped_two_steps"]),
-    # the scheduler is never stepped: the warmup's first factor forever
-    "scheduler_not_stepped": (edited(FULL_WIDTH, (SCHEDULE, "")),
-                              ["warmup_schedule_two_epochs"]),
-    # the scheduler stepped after every micro-batch: the schedule runs k times too fast
-    "scheduler_stepped_per_micro_batch": (edited(FULL_WIDTH, (SCHEDULE, ""), (
-        'out["clip_fraction"].append(float(meta["clip_fraction"]))\n',
-        'out["clip_fraction"].append(float(meta["clip_fraction"]))\n' + textwrap.indent(SCHEDULE, "    "))),
-        ["warmup_schedule_two_epochs"]),
-    # one pass whatever epochs_per_rollout_batch says
-    "epochs_ignored": (edited(FULL_WIDTH, ("for _ in range(epochs_per_rollout_batch):",
-                                           "for _ in range(1):  # one epoch")),
-                       ["grpo_clip_two_epochs_given_old_log_probs", "temperature_policy"]),
-    # "the old policy is the policy before the update": recomputed from the current one (ratio 1 in the
-    # first epoch), not taken as given from the sampling policy
-    "old_log_probs_recomputed": (edited(FULL_WIDTH, (
-        "        micro = train_batch_size // k\n",
-        "        micro = train_batch_size // k\n"
-        "        rollout_batch = dict(rollout_batch)\n"
-        '        if "old_log_probs" in rollout_batch:\n'
-        "            with torch.no_grad():\n"
-        '                rollout_batch["old_log_probs"] = log_probs_fn(policy, rollout_batch["input_ids"],\n'
-        '                                                              rollout_batch["labels"])["log_probs"]\n')),
-        ["grpo_clip_two_epochs_given_old_log_probs", "temperature_policy"]),
-    # every n_steps-th row in a train batch: each group split across optimizer steps
-    "strided_train_batches": (edited(FULL_WIDTH, (
-        "rows = torch.arange(step * train_batch_size, (step + 1) * train_batch_size)",
-        "rows = torch.arange(step, n, n // train_batch_size)")),
-        ["two_optimizer_steps_per_rollout_batch", "grad_clipped_two_steps"]),
-    # the KL term subtracted: a reward for moving away from the reference
-    "kl_wrong_sign": (edited(FULL_WIDTH,
-                             ("(kl_coef / k * kl).backward(", "(-kl_coef / k * kl).backward("),
-                             ("float(kl_coef / k * kl.detach())", "float(-kl_coef / k * kl.detach())")),
-                      ["kl_penalty_to_reference", "kl_penalty_grpo_clip_k4"]),
-    # the KL term of each micro-batch not divided by k: k micro-batches count it k times
-    "kl_not_divided_by_k": (edited(FULL_WIDTH,
-                                   ("(kl_coef / k * kl).backward(", "(kl_coef * kl).backward("),
-                                   ("float(kl_coef / k * kl.detach())", "float(kl_coef * kl.detach())")),
-                            ["kl_penalty_to_reference", "kl_penalty_grpo_clip_k4"]),
-    # the step's loss overwritten by each micro-batch's: the last one's, not their sum
-    "loss_of_the_last_micro_batch_only": (edited(FULL_WIDTH, ("step_loss += float(loss)", "step_loss = float(loss)")),
-                                          ["on_policy_k2", "on_policy_k4"]),
-}
-
 # The same update with the whole train batch scored at once (k micro-batches of one train batch add up to
 # its gradient; more memory, and the visible checks count the calls, but the update is the one graded).
 # It found a hole in the first tolerance rule: in on_policy_k4 its returned loss was -0.00402839403639027
@@ -461,12 +329,12 @@ WHOLE_TRAIN_BATCH_AT_ONCE = given(SIGNATURE + """
     """)
 CORRECT["whole_train_batch_at_once"] = WHOLE_TRAIN_BATCH_AT_ONCE
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
 
 
 def test_every_case_a_mistake_names_exists():
     names = set(suite_cases())
-    assert {c for _, cases in MISTAKES.values() for c in cases} <= names
+    assert {c for m in catalogue(SUITE).values() for c in m.cases} <= names
 
 
 # ---------------------------------------------------------------- the notebook's visible checks
@@ -495,7 +363,8 @@ def test_the_notebooks_visible_checks_name_each_mistake(monkeypatch):
     with the message that names its mistake."""
     import sys
 
-    assert set(VISIBLE_MESSAGES) == set(MISTAKES)
+    mistakes = catalogue(SUITE)
+    assert set(VISIBLE_MESSAGES) == set(mistakes)
     sys.path.insert(0, str(REPO / "scripts"))
     try:
         from build_solutions import build_notebook
@@ -507,9 +376,12 @@ def test_the_notebooks_visible_checks_name_each_mistake(monkeypatch):
     test = next(i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "grpo_train_step")
     namespace = {"__name__": "__main__"}
     exec(compile("\n\n".join(c.source for c in cells[:test]), str(lesson), "exec"), namespace)
-    visible = compile(cells[test].source.split("### BEGIN HIDDEN TESTS")[0], str(lesson), "exec")
+    visible = compile(re.sub(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", "", cells[test].source, flags=re.S),
+                      str(lesson), "exec")
     exec(visible, {**namespace, "grpo_train_step": fn_from(CORRECT["full_width_micro_batches"], "grpo_train_step")})
     for mistake, phrase in VISIBLE_MESSAGES.items():
         with pytest.raises(AssertionError, match=re.escape(phrase)):
-            exec(visible, {**namespace, "grpo_train_step": fn_from(MISTAKES[mistake][0], "grpo_train_step")})
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES, draws=4)
+            exec(visible, {**namespace, "grpo_train_step": fn_from(mistakes[mistake].source, "grpo_train_step")})
+
+
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, draws=4)

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autograder.mistakes.gsm8k_to_r1_zero import r1
 from course_lib import gsm8k_to_r1_zero, r1_zero_prompt_template, r1_zero_reward_fn
 from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test
 
@@ -54,46 +55,6 @@ def test_reference_cuts_at_the_last_marker(reasoning, first, last):
 def test_reference_without_marker_raises_value_error():
     with pytest.raises(ValueError):
         gsm8k_to_r1_zero({"question": "What is 2 + 2?", "answer": "It is 4."})
-
-
-# ---------------------------------------------------------------- correct versions and mistakes
-R1_BASE = r"""
-    import re
-    from course_lib.gsm8k import format_r1_zero_prompt, r1_zero_prompt_template
-    def extract_gsm8k_answer(answer_text):
-        m = re.search(r"####(?!.*####)\s*(.+?)\s*$", answer_text, re.DOTALL)
-        if m is None:
-            raise ValueError("no answer")
-        return m.group(1).strip().replace(",", "")
-    def gsm8k_to_r1_zero(example, template=None):
-        text = example["answer"]
-        cut = text.rfind("####")
-        if cut < 0:
-            raise ValueError("no answer")
-        truth = extract_gsm8k_answer(text)
-        reasoning = text[:cut].strip()
-        QUESTION = example["question"]
-        OUTPUT = f" {reasoning} </think> <answer> {truth} </answer>"
-        return {"prompt": format_r1_zero_prompt(QUESTION, TEMPLATE), "output": OUTPUT, "ground_truth": TRUTH}
-"""
-
-
-def r1(question='example["question"]', output='f" {reasoning} </think> <answer> {truth} </answer>"', template="template",
-       truth="truth", reasoning="text[:cut].strip()", check=True):
-    """The reference's way with one part replaced (a mistake is one such replacement)."""
-    src = R1_BASE.replace('QUESTION = example["question"]', f"QUESTION = {question}")
-    src = src.replace('OUTPUT = f" {reasoning} </think> <answer> {truth} </answer>"', f"OUTPUT = {output}")
-    src = src.replace("TEMPLATE)", f"{template})").replace("TRUTH}", f"{truth}}}")
-    src = src.replace("reasoning = text[:cut].strip()", f"reasoning = {reasoning}")
-    if not check:
-        src = src.replace("""        if cut < 0:
-            raise ValueError("no answer")
-""", "").replace("""        if m is None:
-            raise ValueError("no answer")
-        return""", """        if m is None:
-            return ""
-        return""")
-    return src
 
 
 CORRECT = {
@@ -150,18 +111,6 @@ CORRECT = {
             return dict(prompt=template.format(question=example["question"]), output=output, ground_truth=truth)
     """,
 }
-MISTAKES = {
-    "question_stripped": (r1(question='example["question"].strip()'), ["whitespace_around_reasoning"]),
-    "no_space_before_the_reasoning": (r1(output='f"{reasoning} </think> <answer> {truth} </answer>"'), ["arith_record_0"]),
-    "hash_line_left_in_the_reasoning": (r1(reasoning="text.strip()"), ["arith_record_0"]),
-    "template_ignored": (r1(template="None"), ["custom_template"]),
-    "commas_in_the_ground_truth": (r1(truth="text[cut + 4:].strip()"), ["thousands_commas"]),
-    "reasoning_not_stripped": (r1(reasoning="text[:cut]"), ["whitespace_around_reasoning"]),
-    "no_value_error": (r1(check=False), ["no_final_answer"]),
-    "cut_at_the_first_marker": (r1(reasoning='text[:text.find("####")].strip()'), ["two_markers"]),
-    # the tags glued together read differently from the example inside the prompt
-    "no_spaces_around_the_tags": (r1(output='f" {reasoning}</think><answer>{truth}</answer>"'), ["arith_record_0"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT)

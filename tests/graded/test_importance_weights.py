@@ -11,8 +11,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autograder.mistakes.importance_weights import BOOLEAN_INDEXING_FLOAT64, CHECKS, WHERE
 from course_lib import importance_weights
-from tests.helpers import (PROPERTY_SETTINGS, corpus_tests, edited, log_prob_pair, many_draws_test,
+from tests.helpers import (PROPERTY_SETTINGS, corpus_tests, log_prob_pair, many_draws_test,
                            response_runs, seeds, with_garbage)
 
 SUITE = "importance_weights"
@@ -107,37 +108,8 @@ def test_reference_rejects_bad_input():
         importance_weights(t, t, torch.ones(3, 3), "token_mask", 2.0)
 
 
-# ---------------------------------------------------------------- correct versions and mistakes
-CHECKS = """
-            if mode not in ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask"):
-                raise ValueError(f"unknown mode {mode}")
-            if aggregate not in ("sum", "mean"):
-                raise ValueError(f"unknown aggregate {aggregate}")
-            if cap <= 0:
-                raise ValueError("cap must be positive")
-            if train_log_probs.shape != rollout_log_probs.shape or response_mask.shape != train_log_probs.shape:
-                raise ValueError("train_log_probs, rollout_log_probs and response_mask must have one shape")
-"""
 CORRECT = {
-    "where_under_no_grad": """
-        import torch
-        def importance_weights(train_log_probs, rollout_log_probs, response_mask, mode, cap, aggregate="sum"):
-""" + CHECKS + """
-            with torch.no_grad():
-                m = response_mask.bool()
-                log_r = torch.where(m, train_log_probs - rollout_log_probs, torch.zeros_like(train_log_probs))
-                if mode.startswith("sequence"):
-                    total = log_r.sum(dim=1, keepdim=True)
-                    if aggregate == "mean":
-                        total = total / m.sum(dim=1, keepdim=True).clamp(min=1)
-                    log_r = total.expand_as(log_r)
-                r = torch.exp(log_r)
-                if mode.endswith("truncate"):
-                    w = torch.clamp(r, max=cap)
-                else:
-                    w = torch.where(r <= cap, r, torch.zeros_like(r))
-                return torch.where(m, w, torch.zeros_like(w))
-    """,
+    "where_under_no_grad": WHERE,
     # Python floats row by row (exp of up to +-120 is finite in float64)
     "loop_over_rows_python_floats": """
         import math
@@ -162,26 +134,7 @@ CORRECT = {
             return out
     """,
     # boolean indexing, float64 inside, detached at the start
-    "boolean_indexing_float64": """
-        import torch
-        def importance_weights(train_log_probs, rollout_log_probs, response_mask, mode, cap, aggregate="sum"):
-""" + CHECKS + """
-            m = response_mask.bool()
-            diff = train_log_probs.detach().double() - rollout_log_probs.detach().double()
-            B, T = diff.shape
-            out = torch.zeros(B, T, dtype=torch.float64)
-            if mode.startswith("token"):
-                log_r = diff[m]
-            else:
-                rows = torch.arange(B)[:, None].expand(B, T)[m]
-                sums = torch.zeros(B, dtype=torch.float64).index_add(0, rows, diff[m])
-                if aggregate == "mean":
-                    sums = sums / m.sum(1).clamp(min=1)
-                log_r = sums[rows]
-            r = log_r.exp()
-            out[m] = r.clamp(max=cap) if mode.endswith("truncate") else r * (r <= cap)
-            return out.to(train_log_probs.dtype)
-    """,
+    "boolean_indexing_float64": BOOLEAN_INDEXING_FLOAT64,
     # in log space: truncation as exp(min(log r, log cap)), the mask as log r <= log cap
     "log_space_comparisons": """
         import math
@@ -205,43 +158,6 @@ CORRECT = {
     """,
 }
 
-WHERE = CORRECT["where_under_no_grad"]
-MISTAKES = {
-    "ratio_inverted": (edited(WHERE, ("train_log_probs - rollout_log_probs", "rollout_log_probs - train_log_probs")),
-                       ["token_truncate_cap2_float32_B4_T24", "sequence_mask_sum_cap2_B6_T24"]),
-    "sequence_ratio_from_the_mean_always": (edited(WHERE, ('if aggregate == "mean":\n', "if True:\n")),
-                                            ["sequence_truncate_sum_cap2_B6_T24", "sequence_mask_sum_cap2_B6_T24",
-                                             "sequence_mask_default_aggregate_cap3_B6_T20"]),
-    "sequence_ratio_from_the_sum_always": (edited(WHERE, ('if aggregate == "mean":\n', "if False:\n")),
-                                           ["sequence_truncate_mean_cap1.5_B6_T24", "sequence_mask_mean_cap2_B6_T24"]),
-    # the mean over the row's width T: the padding and the prompt counted as tokens of log-ratio 0
-    "mean_over_the_width": (edited(WHERE, ("total = total / m.sum(dim=1, keepdim=True).clamp(min=1)",
-                                           "total = total / m.shape[1]")),
-                            ["sequence_truncate_mean_cap1.5_B6_T24", "sequence_mask_mean_cap2_B6_T24"]),
-    "mask_mode_zeroes_the_ratios_below_cap": (edited(WHERE, ("w = torch.where(r <= cap, r, torch.zeros_like(r))",
-                                                             "w = torch.where(r >= cap, r, torch.zeros_like(r))")),
-                                              ["token_mask_cap2_float32_B4_T24", "sequence_mask_sum_cap2_B6_T24"]),
-    # truncation both ways, as a symmetric clip
-    "truncation_with_a_lower_bound": (edited(WHERE, ("w = torch.clamp(r, max=cap)", "w = torch.clamp(r, min=1 / cap, max=cap)")),
-                                      ["token_truncate_cap2_float32_B4_T24", "token_truncate_cap1.5_long_mask_B4_T20"]),
-    "not_zero_off_the_mask": (edited(WHERE, ("return torch.where(m, w, torch.zeros_like(w))", "return w")),
-                              ["token_truncate_cap2_float32_B4_T24", "empty_rows_token_truncate_cap2_B5_T16"]),
-    # the row's sum over every position: the prompt's and the padding's garbage in it
-    "sequence_sum_over_every_position": (edited(WHERE, ("total = log_r.sum(dim=1, keepdim=True)",
-                                                        "total = (train_log_probs - rollout_log_probs).sum(dim=1, keepdim=True)")),
-                                         ["sequence_truncate_sum_cap2_B6_T24", "sequence_mask_sum_cap2_B6_T24"]),
-    # r * (r <= cap): inf * 0 = NaN where the sum overflows exp
-    "mask_mode_as_a_product": (edited(WHERE, ("w = torch.where(r <= cap, r, torch.zeros_like(r))", "w = r * (r <= cap)")),
-                               ["overflow_sequence_mask_sum_cap2_B4_T20"]),
-    "not_detached": (edited(WHERE, ("with torch.no_grad():", "if True:")),
-                     ["token_truncate_cap2_float32_B4_T24", "sequence_mask_sum_cap2_B6_T24"]),
-    "mask_not_made_bool": (edited(CORRECT["boolean_indexing_float64"], ("m = response_mask.bool()", "m = response_mask")),
-                           ["token_truncate_cap1.5_long_mask_B4_T20", "token_mask_cap3_float_mask_B4_T20"]),
-    "always_float32": (edited(WHERE, ("r = torch.exp(log_r)", "r = torch.exp(log_r.float())")),
-                       ["float64_token_mask_cap5_B4_T16", "float64_sequence_truncate_sum_cap2_long_mask_B4_T16"]),
-    "cap_not_checked": (edited(WHERE, ('raise ValueError("cap must be positive")', "pass")),
-                        ["error_cap_0", "error_cap_negative"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT)

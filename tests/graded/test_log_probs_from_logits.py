@@ -12,9 +12,10 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autograder.mistakes.log_probs_from_logits import GIVEN, REFERENCE
 from course_lib import log_probs_from_logits
 from course_lib import logprobs as logprobs_module
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, edited, randn, seeds, shapes
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, randn, seeds, shapes
 
 SUITE = "log_probs_from_logits"
 
@@ -89,40 +90,6 @@ def test_reference_keeps_no_copy_of_the_logits_for_backward():
     assert sum(kept) < logits.numel() * logits.element_size() / 8
 
 
-# ---------------------------------------------------------------- correct versions and mistakes
-GIVEN = """
-    import torch
-    CHUNK_ELEMENTS = 1 << 22
-    def _row_chunks(n_rows, vocab):
-        return max(1, CHUNK_ELEMENTS // max(vocab, 1))
-    def _float(x):
-        return x if x.dtype in (torch.float32, torch.float64) else x.float()
-"""  # the notebook's given cell: the chunk size global and the two helpers
-REFERENCE = GIVEN + """
-    class _SelectedLogProb(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, logits, labels):
-            rows = _row_chunks(*logits.shape)
-            lse = torch.cat([torch.logsumexp(_float(c), dim=-1) for c in logits.split(rows)])
-            picked = _float(logits.gather(-1, labels[:, None]).squeeze(-1))
-            ctx.save_for_backward(logits, labels, lse)
-            return picked - lse
-        @staticmethod
-        def backward(ctx, grad_out):
-            logits, labels, lse = ctx.saved_tensors
-            rows = _row_chunks(*logits.shape)
-            grad = torch.empty_like(logits)
-            for start in range(0, logits.shape[0], rows):
-                sl = slice(start, start + rows)
-                g = grad_out[sl]
-                chunk = -g[:, None] * torch.exp(_float(logits[sl]) - lse[sl, None])
-                chunk.scatter_add_(-1, labels[sl, None], g[:, None].to(chunk.dtype))
-                grad[sl] = chunk.to(grad.dtype)
-            return grad, None
-    def log_probs_from_logits(logits, labels):
-        b, t, v = logits.shape
-        return _SelectedLogProb.apply(logits.reshape(b * t, v), labels.reshape(-1)).view(b, t)
-"""
 CORRECT = {
     # -g * exp(z - lse), then + g at the label (scatter_add_)
     "exp_form_as_the_reference": REFERENCE,
@@ -231,78 +198,6 @@ CORRECT = {
     """,
 }
 
-# the reference's way with one part replaced each (a mistake is one such replacement)
-MISTAKES = {
-    # autograd keeps the (B, T, V) log_softmax output for backward
-    "log_softmax_then_gather": ("""
-        import torch
-        def log_probs_from_logits(logits, labels):
-            lp = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
-            return lp.gather(-1, labels[..., None]).squeeze(-1)
-    """, ["large_vocab_B4_T64_V2000"]),
-    # the labels are already shifted (notebook 01): shifting again scores the wrong tokens
-    "double_shift": (edited(REFERENCE, (
-        "return _SelectedLogProb.apply(logits.reshape(b * t, v), labels.reshape(-1)).view(b, t)",
-        "return _SelectedLogProb.apply(logits[:, :-1].reshape(b * (t - 1), v), labels[:, 1:].reshape(-1)).view(b, t - 1)")),
-        ["float32_B2_T5_V11"]),
-    "no_upcast_of_half_precision": (edited(REFERENCE, (
-        "return x if x.dtype in (torch.float32, torch.float64) else x.float()", "return x")), ["bfloat16_B2_T6_V300"]),
-    "float64_cast_down": (edited(REFERENCE, (
-        "return x if x.dtype in (torch.float32, torch.float64) else x.float()", "return x.float()")), ["float64_B3_T4_V7"]),
-    "last_partial_chunk_skipped": (edited(REFERENCE, (
-        "for start in range(0, logits.shape[0], rows):", "for start in range(0, logits.shape[0] - rows + 1, rows):")),
-        ["chunks_of_3_rows_B2_T5_V11"]),
-    "backward_ignores_grad_out": (edited(REFERENCE, ("g = grad_out[sl]", "g = torch.ones_like(grad_out[sl])")), ["float32_B2_T5_V11"]),
-    "logsumexp_added": (edited(REFERENCE, ("return picked - lse", "return picked + lse")), ["float32_B2_T5_V11"]),
-    # softmax - onehot: the gradient of -log p, a sign slip
-    "backward_sign_flipped": (edited(REFERENCE, (
-        "chunk = -g[:, None] * torch.exp(_float(logits[sl]) - lse[sl, None])\n"
-        "                chunk.scatter_add_(-1, labels[sl, None], g[:, None].to(chunk.dtype))",
-        "chunk = g[:, None] * torch.exp(_float(logits[sl]) - lse[sl, None])\n"
-        "                chunk.scatter_add_(-1, labels[sl, None], -g[:, None].to(chunk.dtype))")), ["float32_B2_T5_V11"]),
-    # log(sum(exp(z))) overflows to inf for logits of magnitude 1e4
-    "log_of_sum_of_exp": (edited(REFERENCE, (
-        "lse = torch.cat([torch.logsumexp(_float(c), dim=-1) for c in logits.split(rows)])",
-        "lse = torch.cat([torch.log(torch.exp(_float(c)).sum(dim=-1)) for c in logits.split(rows)])")),
-        ["magnitude_1e4_B2_T4_V17", "shifted_by_1e4_B2_T3_V50"]),
-    # a tensor kept as a ctx attribute is kept just the same, only hidden from save_for_backward
-    "softmax_kept_as_ctx_attribute": ("""
-        import torch
-        class _SelectedLogProb(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, logits, labels):
-                log_p = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
-                ctx.probs, ctx.labels, ctx.dtype = log_p.exp(), labels, logits.dtype
-                return log_p.gather(-1, labels[:, None]).squeeze(-1)
-            @staticmethod
-            def backward(ctx, grad_out):
-                grad = -grad_out[:, None] * ctx.probs
-                grad.scatter_add_(-1, ctx.labels[:, None], grad_out[:, None].to(grad.dtype))
-                return grad.to(ctx.dtype), None
-        def log_probs_from_logits(logits, labels):
-            b, t, v = logits.shape
-            return _SelectedLogProb.apply(logits.reshape(b * t, v), labels.reshape(-1)).view(b, t)
-    """, ["large_vocab_B4_T64_V2000"]),
-    # a saved softmax is a (N, V) tensor; and log(softmax) is -inf where it underflows
-    "softmax_saved_for_backward": ("""
-        import torch
-        class _SelectedLogProb(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, logits, labels):
-                probs = torch.softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
-                ctx.save_for_backward(probs, labels)
-                return torch.log(probs.gather(-1, labels[:, None]).squeeze(-1))
-            @staticmethod
-            def backward(ctx, grad_out):
-                probs, labels = ctx.saved_tensors
-                grad = -grad_out[:, None] * probs
-                grad.scatter_add_(-1, labels[:, None], grad_out[:, None].to(grad.dtype))
-                return grad, None
-        def log_probs_from_logits(logits, labels):
-            b, t, v = logits.shape
-            return _SelectedLogProb.apply(logits.reshape(b * t, v), labels.reshape(-1)).view(b, t)
-    """, ["large_vocab_B4_T64_V2000", "magnitude_1e4_B2_T4_V17"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES, draws=12)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, draws=12)

@@ -107,72 +107,28 @@ CORRECT = {
     """,
 }
 
-# the reference with one realistic edit each
-MISTAKES = {
-    # the count of the whole mask under every row's sum
-    "masked_mean_count_over_everything": ("""
+
+# catalogued mistakes written another way: recognition is about what a function does, not its text
+SAME_MISTAKES = {
+    # the plain mean of the zero-filled tensor, summed in float64 and divided by the entry count
+    "entry_count_in_float64": ("mean_including_the_masked_zeros", """
         import torch
         def masked_mean(tensor, mask, dim=None):
-            kept = torch.where(mask.bool(), tensor, 0.0)
-            count = mask.to(kept.dtype)
-            if dim is None:
-                return kept.sum() / count.sum()
-            return kept.sum(dim=dim) / count.sum()
-    """, ["dim_last_bool_mask_4x7", "3d_dim0"]),
-    # tensor[mask] with an int mask indexes rows 0 and 1, it does not select entries
-    "masked_mean_indexes_with_the_mask": ("""
+            kept = torch.where(mask.bool(), tensor.double(), 0.0)
+            n = kept.numel() if dim is None else kept.shape[dim]
+            total = kept.sum() if dim is None else kept.sum(dim=dim)
+            return (total / n).to(tensor.dtype)
+    """),
+    # 0 for an empty slice chosen by torch.where instead of a clamped count
+    "zero_where_the_count_is_0": ("masked_mean_zero_for_an_empty_row", """
         import torch
         def masked_mean(tensor, mask, dim=None):
-            if dim is None:
-                return tensor[mask].mean()
-            kept = torch.where(mask.bool(), tensor, 0.0)
-            return kept.sum(dim=dim) / mask.to(kept.dtype).sum(dim=dim)
-    """, ["int_mask_dim_none_4x5"]),
-    # clamp(min=1) hides an empty response behind a silent 0
-    "masked_mean_zero_for_an_empty_row": ("""
-        import torch
-        def masked_mean(tensor, mask, dim=None):
-            kept = torch.where(mask.bool(), tensor, 0.0)
-            count = mask.to(kept.dtype)
-            if dim is None:
-                return kept.sum() / count.sum().clamp(min=1)
-            return kept.sum(dim=dim) / count.sum(dim=dim).clamp(min=1)
-    """, ["empty_row_gives_nan_dim_last", "all_zero_mask_dim_none"]),
-    # -inf * 0 = NaN: a masked-out -inf poisons the row
-    "masked_mean_multiplies_by_the_mask": ("""
-        import torch
-        def masked_mean(tensor, mask, dim=None):
-            kept = tensor * mask
-            count = mask.to(kept.dtype)
-            if dim is None:
-                return kept.sum() / count.sum()
-            return kept.sum(dim=dim) / count.sum(dim=dim)
-    """, ["masked_inf_and_nan"]),
-    # zeros in the masked places, then a plain mean: divided by every entry, not by the kept ones
-    "mean_including_the_masked_zeros": ("""
-        import torch
-        def masked_mean(tensor, mask, dim=None):
-            kept = torch.where(mask.bool(), tensor, 0.0)
-            return kept.mean() if dim is None else kept.mean(dim=dim)
-    """, ["dim_last_bool_mask_4x7", "dim_none_4x7"]),
-    # dim never used: a scalar whatever is asked
-    "dim_ignored": ("""
-        import torch
-        def masked_mean(tensor, mask, dim=None):
-            kept = torch.where(mask.bool(), tensor, 0.0)
-            return kept.sum() / mask.to(kept.dtype).sum()
-    """, ["dim_last_bool_mask_4x7", "3d_dim1"]),
-    # the result in float32 whatever the input: float64 stays float64
-    "always_float32": ("""
-        import torch
-        def masked_mean(tensor, mask, dim=None):
-            kept = torch.where(mask.bool(), tensor, 0.0).float()
-            count = mask.float()
-            if dim is None:
-                return kept.sum() / count.sum()
-            return kept.sum(dim=dim) / count.sum(dim=dim)
-    """, ["float64_tensor"]),
+            m = mask.bool()
+            kept = torch.where(m, tensor, torch.zeros_like(tensor))
+            total, count = (kept.sum(), m.sum()) if dim is None else (kept.sum(dim), m.sum(dim))
+            return torch.where(count == 0, torch.zeros_like(total), total / count)
+    """),
 }
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, SAME_MISTAKES)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, same_mistakes=SAME_MISTAKES)

@@ -124,67 +124,6 @@ CORRECT = {
             return (total / normalize_constant).to(tensor.dtype)
     """,
 }
-MISTAKES = {
-    # 0 * (-inf) = NaN: a masked padding log-prob leaks into the sum
-    "tensor_times_mask": ("""
-        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
-            kept = tensor * mask
-            return (kept.sum() if dim is None else kept.sum(dim=dim)) / normalize_constant
-    """, ["masked_inf_and_nan"]),
-    "divides_by_the_token_count": ("""
-        import torch
-        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
-            kept = torch.where(mask.bool(), tensor, 0.0)
-            if dim is None:
-                return kept.sum() / mask.sum()
-            return kept.sum(dim=dim) / mask.sum(dim=dim)
-    """, ["dim_last_c42_bool_mask", "all_zero_mask_dim_none"]),
-    "dim_none_sums_the_last_dim": ("""
-        import torch
-        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
-            kept = torch.where(mask.bool(), tensor, 0.0)
-            return kept.sum(dim=-1 if dim is None else dim) / normalize_constant
-    """, ["dim_none_c42", "3d_dim_none"]),
-    "cast_to_float32": ("""
-        import torch
-        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
-            kept = torch.where(mask.bool(), tensor.float(), 0.0)
-            return (kept.sum() if dim is None else kept.sum(dim=dim)) / normalize_constant
-    """, ["float64_tensor"]),
-    # torch.where needs a bool condition: an int or float mask raises
-    "bool_mask_assumed": ("""
-        import torch
-        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
-            kept = torch.where(mask, tensor, 0.0)
-            return (kept.sum() if dim is None else kept.sum(dim=dim)) / normalize_constant
-    """, ["float_mask_0_1", "long_mask_0_1"]),
-    "mean_instead_of_sum": ("""
-        import torch
-        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
-            kept = torch.where(mask.bool(), tensor, 0.0)
-            return (kept.mean() if dim is None else kept.mean(dim=dim)) / normalize_constant
-    """, ["dim_last_c42_bool_mask", "dim_none_c42"]),
-    "multiplies_by_the_constant": ("""
-        import torch
-        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
-            kept = torch.where(mask.bool(), tensor, 0.0)
-            return (kept.sum() if dim is None else kept.sum(dim=dim)) * normalize_constant
-    """, ["dim_last_c42_bool_mask", "dim0_c_half"]),
-    # keepdim=True: a (B, 1) result where the contract says (B,)
-    "keepdim": ("""
-        import torch
-        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
-            kept = torch.where(mask.bool(), tensor, 0.0)
-            return (kept.sum() if dim is None else kept.sum(dim=dim, keepdim=True)) / normalize_constant
-    """, ["dim_last_c42_bool_mask", "3d_dim1"]),
-    # `//` (a habit from integer code) floors the quotient
-    "floor_division": ("""
-        import torch
-        def masked_normalize(tensor, mask, dim=None, normalize_constant=1.0):
-            kept = torch.where(mask.bool(), tensor, 0.0)
-            return (kept.sum() if dim is None else kept.sum(dim=dim)) // normalize_constant
-    """, ["int_constant_3", "dim_last_c42_bool_mask"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT)

@@ -11,8 +11,9 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from autograder.mistakes.mismatch_report import INDEXING
 from course_lib import mismatch_report
-from tests.helpers import (PROPERTY_SETTINGS, corpus_tests, edited, log_prob_pair, many_draws_test,
+from tests.helpers import (PROPERTY_SETTINGS, corpus_tests, log_prob_pair, many_draws_test,
                            response_runs, seeds, with_garbage)
 
 SUITE = "mismatch_report"
@@ -122,29 +123,7 @@ def test_reference_rejects_bad_input():
 
 # ---------------------------------------------------------------- correct versions and mistakes
 CORRECT = {
-    "boolean_indexing": """
-        import torch
-        def mismatch_report(train_log_probs, rollout_log_probs, response_mask):
-            if train_log_probs.shape != rollout_log_probs.shape:
-                raise ValueError(f"train_log_probs {tuple(train_log_probs.shape)} vs rollout_log_probs {tuple(rollout_log_probs.shape)}")
-            if response_mask.shape != train_log_probs.shape:
-                raise ValueError(f"response_mask {tuple(response_mask.shape)} vs log-probs {tuple(train_log_probs.shape)}")
-            if not ((response_mask == 0) | (response_mask == 1)).all():
-                raise ValueError("response_mask must hold 0 and 1 only")
-            m = response_mask.bool()
-            if not m.any():
-                raise ValueError("response_mask is empty")
-            diff = train_log_probs - rollout_log_probs
-            d = diff[m]
-            a = d.abs()
-            r = d.exp()
-            seq = torch.where(m, diff, torch.zeros_like(diff)).sum(-1)
-            return {"mean_diff": d.mean(), "mean_abs": a.mean(), "std_abs": a.std(),
-                    "p95_abs": a.quantile(0.95), "max_abs": a.max(),
-                    "frac_outside": ((r < 0.9) | (r > 1.1)).to(d.dtype).mean(),
-                    "mean_k3": (torch.expm1(d) - d).mean(), "seq_log_ratio": seq,
-                    "seq_quantiles": seq[m.any(-1)].quantile(torch.tensor([0.05, 0.5, 0.95], dtype=d.dtype))}
-    """,
+    "boolean_indexing": INDEXING,
     # Python lists row by row, everything in float64, quantiles by hand, cast back at the end
     "loop_over_rows_float64_by_hand": """
         import math
@@ -263,49 +242,6 @@ CORRECT = {
     """,
 }
 
-INDEXING = CORRECT["boolean_indexing"]
-MISTAKES = {
-    # every position counted: the prompt's and the padding's garbage in every statistic
-    "statistics_over_every_position": (edited(INDEXING, ("d = diff[m]", "d = diff.flatten()")),
-                                       ["symmetric_tails_float32_B4_T40", "empty_rows_float32_B6_T20"]),
-    "p95_and_max_of_the_signed_difference": (edited(INDEXING, ('"p95_abs": a.quantile(0.95), "max_abs": a.max()',
-                                                               '"p95_abs": d.quantile(0.95), "max_abs": d.max()')),
-                                             # (a few hundred tokens: the signed 0.95 quantile is then far from |d|'s on
-                                             # every draw; on about a hundred, the top few can all be positive)
-                                             ["largest_is_negative_float32_B3_T24", "B16_T128_float32"]),
-    # r = pi_rollout / pi_train: the k3 of KL(train || rollout), which the rollout's samples do not estimate
-    "k3_ratio_inverted": (edited(INDEXING, ("(torch.expm1(d) - d).mean()", "(torch.expm1(-d) + d).mean()")),
-                          ["skewed_positive_float32_B4_T32", "symmetric_tails_float32_B4_T40"]),
-    "biased_std": (edited(INDEXING, ('"std_abs": a.std()', '"std_abs": a.std(unbiased=False)')),
-                   ["symmetric_tails_float32_B4_T40", "B16_T128_float32"]),
-    # exp(d) - 1 - d in float32 loses k3 (about d^2 / 2) to the rounding of exp near 1
-    "k3_without_expm1": (edited(INDEXING, ("(torch.expm1(d) - d).mean()", "(r - 1 - d).mean()")),
-                         ["tiny_mismatch_float32_B4_T40"]),
-    # an empty row's 0 among the sequences
-    "quantiles_over_every_row": (edited(INDEXING, ("seq[m.any(-1)].quantile", "seq.quantile")),
-                                 ["empty_rows_float32_B6_T20", "T1_B6"]),
-    # |d| > 0.1 for the band: log 0.9 = -0.105 and log 1.1 = 0.095 are not symmetric
-    "band_as_abs_log_ratio_above_0.1": (edited(INDEXING, ("((r < 0.9) | (r > 1.1))", "(a > 0.1)")),
-                                        ["band_edges_float32_B3_T16"]),
-    # a long or float mask indexes rows (or raises) instead of selecting tokens
-    "mask_not_made_bool": (edited(INDEXING, ("m = response_mask.bool()", "m = response_mask")),
-                           ["long_mask_B4_T30", "float_mask_B4_T30"]),
-    # the mask's values never checked: a 2 is read as a response token
-    "mask_values_not_checked": (edited(INDEXING, ('''            if not ((response_mask == 0) | (response_mask == 1)).all():
-                raise ValueError("response_mask must hold 0 and 1 only")
-''', "")), ["error_mask_holds_a_2_3x8"]),
-    # the mask's shape never checked: boolean indexing raises an IndexError, not a ValueError
-    "mask_shape_not_checked": (edited(INDEXING, ('''            if response_mask.shape != train_log_probs.shape:
-                raise ValueError(f"response_mask {tuple(response_mask.shape)} vs log-probs {tuple(train_log_probs.shape)}")
-''', "")), ["error_mask_shape_differs_3x8_3x9"]),
-    # no check of the empty mask: torch.quantile of nothing raises a RuntimeError, not a ValueError
-    "empty_mask_not_checked": (edited(INDEXING, ('raise ValueError("response_mask is empty")', "pass")),
-                               ["error_empty_mask_3x8"]),
-    "shapes_not_checked": (edited(INDEXING, ("raise ValueError(f\"train_log_probs {", "print(f\"train_log_probs {")),
-                           ["error_shapes_differ_3x8_3x9"]),
-    "always_float32": (edited(INDEXING, ("diff = train_log_probs - rollout_log_probs", "diff = (train_log_probs - rollout_log_probs).float()")),
-                       ["float64_B5_T24", "float64_float_mask_B3_T16"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT)

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from autograder.mistakes.off_policy_pairs import BASE
 from course_lib import gsm8k_to_r1_zero, off_policy_pairs, r1_zero_reward_fn
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, problems
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, problems
 
 SUITE = "off_policy_pairs"
 
@@ -52,31 +53,6 @@ def test_reference_errors_name_the_example():
     assert off_policy_pairs([]) == []
 
 
-# ---------------------------------------------------------------- correct versions and mistakes
-BASE = """
-    def off_policy_pairs(examples):
-        pairs = []
-        for i, ex in enumerate(examples):
-            for field in ("prompt", "output", "ground_truth"):
-                if field not in ex:
-                    raise ValueError(f"example {i} has no {field}")
-            output = ex["output"]
-            truth = str(ex["ground_truth"]).strip()
-            try:
-                n = int(truth)
-            except ValueError:
-                raise ValueError(f"ground truth {truth!r} is not an integer")
-            start = output.rfind("<answer>")
-            if start < 0:
-                raise ValueError("no answer block")
-            start += len("<answer>")
-            end = output.find("</answer>", start)
-            if end < 0:
-                raise ValueError("answer block not closed")
-            rejected = output[:start] + f" {n + 1} " + output[end:]
-            pairs.append({"prompt": ex["prompt"], "chosen": output, "rejected": rejected, "ground_truth": truth})
-        return pairs
-"""
 CORRECT = {
     "rfind_and_slices": BASE,
     "rpartition": """
@@ -143,82 +119,6 @@ CORRECT = {
     """,
 }
 
-REJ = 'rejected = output[:start] + f" {n + 1} " + output[end:]'
-FIND = 'start = output.rfind("<answer>")'
-MISTAKES = {
-    "first_block_changed": (edited(BASE, (FIND, 'start = output.find("<answer>")')),
-                            ["several_answer_blocks_the_last_changed", "several_answer_blocks_in_a_real_record"]),
-    "every_block_changed": ("""
-        import re
-        def off_policy_pairs(examples):
-            pairs = []
-            for ex in examples:
-                if not all(k in ex for k in ("prompt", "output", "ground_truth")):
-                    raise ValueError("missing field")
-                gt = str(ex["ground_truth"]).strip()
-                n = int(gt)
-                if "<answer>" not in ex["output"] or "</answer>" not in ex["output"]:
-                    raise ValueError("no answer block")
-                rejected = re.sub(r"<answer>.*?</answer>", f"<answer> {n + 1} </answer>", ex["output"], flags=re.S)
-                pairs.append({"prompt": ex["prompt"], "chosen": ex["output"], "rejected": rejected, "ground_truth": gt})
-            return pairs
-    """, ["several_answer_blocks_the_last_changed", "several_answer_blocks_in_a_real_record"]),
-    # <answer>.*</answer>, greedy: from the first block's start to the last block's end, the reasoning between lost
-    "greedy_match_over_every_block": ("""
-        import re
-        def off_policy_pairs(examples):
-            pairs = []
-            for ex in examples:
-                if not all(k in ex for k in ("prompt", "output", "ground_truth")):
-                    raise ValueError("missing field")
-                gt = str(ex["ground_truth"]).strip()
-                n = int(gt)
-                rejected, found = re.subn(r"<answer>.*</answer>", f"<answer> {n + 1} </answer>", ex["output"], flags=re.S)
-                if not found:
-                    raise ValueError("no answer block")
-                pairs.append({"prompt": ex["prompt"], "chosen": ex["output"], "rejected": rejected, "ground_truth": gt})
-            return pairs
-    """, ["several_answer_blocks_the_last_changed", "several_answer_blocks_in_a_real_record"]),
-    # str.replace on the whole output: the reasoning's copies of the number change too
-    "number_replaced_everywhere": (edited(BASE, (REJ, "rejected = output.replace(truth, str(n + 1))")),
-                                   ["arith_records", "several_answer_blocks_the_last_changed"]),
-    "n_minus_1": (edited(BASE, (REJ, 'rejected = output[:start] + f" {n - 1} " + output[end:]')),
-                  ["arith_records", "negative_answers"]),
-    "spaces_dropped": (edited(BASE, (REJ, 'rejected = output[:start] + f"{n + 1}" + output[end:]')), ["arith_records"]),
-    # the block rewritten from scratch: what follows it is lost
-    "text_after_the_block_dropped": (edited(BASE, (REJ, 'rejected = output[:start] + f" {n + 1} </answer>"')),
-                                     ["text_after_the_block"]),
-    # the number in the block, not the ground truth: "1,080" does not parse, "88.0" neither
-    "answer_read_from_the_block": (edited(BASE, (REJ, 'rejected = output[:start] + f" {int(output[start:end]) + 1} " + output[end:]')),
-                                   ["block_differs_from_ground_truth"]),
-    # only the number's own characters swapped inside the block: its whitespace kept as it was
-    "block_whitespace_kept": (edited(BASE, (REJ, "rejected = output[:start] + output[start:end].replace(truth, str(n + 1)) "
-                                                 "+ output[end:]")), ["whitespace_inside_the_block"]),
-    "extra_fields_copied": (edited(BASE, ('pairs.append({"prompt": ex["prompt"], ',
-                                          'pairs.append({**{k: v for k, v in ex.items() if k != "output"}, "prompt": ex["prompt"], ')),
-                            ["extra_fields_stay_out_of_the_pair"]),
-    # a missing field reaches ex[...] as a KeyError
-    "missing_field_is_a_key_error": (edited(BASE, ("""            for field in ("prompt", "output", "ground_truth"):
-                if field not in ex:
-                    raise ValueError(f"example {i} has no {field}")
-""", "")), ["error_missing_output_field", "error_missing_ground_truth_field"]),
-    # 3.5 becomes 4
-    "float_ground_truth_accepted": (edited(BASE, ("n = int(truth)", "n = int(float(truth))")), ["error_ground_truth_3.5"]),
-    # no block: the output itself as the rejected response (a pair that prefers nothing)
-    "no_block_not_refused": (edited(BASE, ("""            if start < 0:
-                raise ValueError("no answer block")
-            start += len("<answer>")
-            end = output.find("</answer>", start)
-            if end < 0:
-                raise ValueError("answer block not closed")
-            rejected = output[:start] + f" {n + 1} " + output[end:]""", """            end = output.find("</answer>", start)
-            if start < 0 or end < 0:
-                rejected = output
-            else:
-                start += len("<answer>")
-                rejected = output[:start] + f" {n + 1} " + output[end:]""")),
-        ["error_no_answer_block", "error_unclosed_answer_block"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES, draws=10)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, draws=10)

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autograder.mistakes.on_policy_pairs import BASE
 from course_lib import on_policy_pairs, r1_zero_reward_fn
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test
 
 SUITE = "on_policy_pairs"
 
@@ -62,32 +63,6 @@ def test_reference_errors():
         on_policy_pairs(by_letter, ["P"] * 2, ["c", "w"], ["c", "d"], 2)
 
 
-# ---------------------------------------------------------------- correct versions and mistakes
-BASE = """
-    def on_policy_pairs(reward_fn, prompts, responses, ground_truths, group_size, max_pairs_per_group=1):
-        if not (len(prompts) == len(responses) == len(ground_truths)):
-            raise ValueError("prompts, responses and ground_truths differ in length")
-        if group_size < 1 or len(responses) % group_size != 0:
-            raise ValueError("group_size must divide the number of responses")
-        pairs = []
-        for start in range(0, len(responses), group_size):
-            stop = start + group_size
-            if len(set(prompts[start:stop])) != 1 or len(set(ground_truths[start:stop])) != 1:
-                raise ValueError("a group must share one prompt and one ground truth")
-            correct, wrong, seen = [], [], set()
-            for response in responses[start:stop]:
-                if response in seen:
-                    continue
-                seen.add(response)
-                if reward_fn(response, ground_truths[start])["reward"] == 1.0:
-                    correct.append(response)
-                else:
-                    wrong.append(response)
-            for k in range(min(len(correct), len(wrong), max_pairs_per_group)):
-                pairs.append({"prompt": prompts[start], "chosen": correct[k], "rejected": wrong[k],
-                              "ground_truth": ground_truths[start]})
-        return pairs
-"""
 CORRECT = {
     "loop_with_a_seen_set": BASE,
     # distinct texts with dict.fromkeys, then two comprehensions and a sliced zip
@@ -174,87 +149,6 @@ CORRECT = {
     """,
 }
 
-REWARD = 'if reward_fn(response, ground_truths[start])["reward"] == 1.0:'
-PAIR = """            for k in range(min(len(correct), len(wrong), max_pairs_per_group)):
-                pairs.append({"prompt": prompts[start], "chosen": correct[k], "rejected": wrong[k],
-                              "ground_truth": ground_truths[start]})"""
-SEEN = """                if response in seen:
-                    continue
-"""
-MIXED = ["mixed_groups_default_max_pairs", "wrong_first_in_every_group"]
-MISTAKES = {
-    # chosen the first wrong response, rejected the first correct one
-    "wrong_chosen_correct_rejected": (edited(BASE, ('"chosen": correct[k], "rejected": wrong[k]',
-                                                    '"chosen": wrong[k], "rejected": correct[k]')), MIXED),
-    # the first two responses of the group, whatever their grades
-    "first_two_responses_of_the_group": (edited(BASE, (PAIR, """            group = list(dict.fromkeys(responses[start:stop]))
-            if correct and wrong:
-                pairs.append({"prompt": prompts[start], "chosen": group[0], "rejected": group[1],
-                              "ground_truth": ground_truths[start]})""")), ["wrong_first_in_every_group"]),
-    "duplicates_not_removed": (edited(BASE, (SEEN, "")),
-                               ["repeated_texts_counted_once_max_3", "repeated_texts_max_pairs_2"]),
-    # one seen set for the whole batch: a text in two groups counts in the first alone
-    "duplicates_removed_across_groups": (edited(BASE, ("correct, wrong, seen = [], [], set()", "correct, wrong = [], []"),
-                                                ("        pairs = []\n", "        pairs, seen = [], set()\n")),
-                                         ["same_text_in_two_groups"]),
-    # the batch pooled: every correct response against every wrong one, the groups ignored
-    "pairs_across_groups": ("""
-        def on_policy_pairs(reward_fn, prompts, responses, ground_truths, group_size, max_pairs_per_group=1):
-            if not (len(prompts) == len(responses) == len(ground_truths)) or len(responses) % group_size:
-                raise ValueError("bad lengths")
-            for s in range(0, len(responses), group_size):
-                if len(set(prompts[s:s + group_size])) != 1 or len(set(ground_truths[s:s + group_size])) != 1:
-                    raise ValueError("a group holds two questions")
-            correct, wrong = [], []
-            for i, r in enumerate(responses):
-                if any(r == x for _, x in correct + wrong):
-                    continue
-                (correct if reward_fn(r, ground_truths[i])["reward"] == 1.0 else wrong).append((i, r))
-            n_pairs = max_pairs_per_group * (len(responses) // group_size)
-            return [{"prompt": prompts[i], "chosen": c, "rejected": w, "ground_truth": ground_truths[i]}
-                    for (i, c), (_, w) in list(zip(correct, wrong))[:n_pairs]]
-    """, ["mixed_groups_default_max_pairs", "only_correct_and_only_wrong_groups"]),
-    "max_pairs_ignored": (edited(BASE, ("min(len(correct), len(wrong), max_pairs_per_group)", "min(len(correct), len(wrong))")),
-                          ["mixed_groups_default_max_pairs", "max_pairs_2_one_group_of_6"]),
-    "default_max_pairs_unbounded": (edited(BASE, ("max_pairs_per_group=1", "max_pairs_per_group=None"),
-                                           ("min(len(correct), len(wrong), max_pairs_per_group)",
-                                            "min(len(correct), len(wrong), max_pairs_per_group or len(correct))")),
-                                    ["wrong_first_in_every_group"]),
-    # every correct response against the group's first wrong one
-    "every_correct_with_the_first_wrong": (edited(BASE, ('"rejected": wrong[k]', '"rejected": wrong[0]')),
-                                           ["max_pairs_3_more_correct_than_wrong", "max_pairs_2_one_group_of_6"]),
-    # all (correct, wrong) combinations, the first max_pairs_per_group of them
-    "combinations_of_correct_and_wrong": (edited(BASE, (PAIR, """            from itertools import product
-            for chosen, rejected in list(product(correct, wrong))[:max_pairs_per_group]:
-                pairs.append({"prompt": prompts[start], "chosen": chosen, "rejected": rejected,
-                              "ground_truth": ground_truths[start]})""")),
-        ["max_pairs_3_more_correct_than_wrong", "max_pairs_3_more_wrong_than_correct"]),
-    # partial credit (0.5) taken as correct
-    "reward_above_0_is_correct": (edited(BASE, (REWARD, 'if reward_fn(response, ground_truths[start])["reward"] > 0:')),
-                                  ["custom_reward_partial_credit_is_wrong", "custom_reward_default_max_pairs"]),
-    # r1_zero_reward_fn's answer_reward: the caller's reward has no such key
-    "answer_reward_read": (edited(BASE, (REWARD, 'if reward_fn(response, ground_truths[start])["answer_reward"] == 1.0:')),
-                           ["custom_reward_partial_credit_is_wrong"]),
-    "reward_arguments_swapped": (edited(BASE, (REWARD, 'if reward_fn(ground_truths[start], response)["reward"] == 1.0:')),
-                                 ["mixed_groups_default_max_pairs", "custom_reward_default_max_pairs"]),
-    # graded by the answer's text alone: "88.0" and a broken format with the right number differ from the truth
-    "string_match_instead_of_the_reward": (edited(BASE, (REWARD, 'if f"<answer> {ground_truths[start]} </answer>" in response:')),
-                                           ["max_pairs_3_more_correct_than_wrong", "custom_reward_default_max_pairs"]),
-    # distinct texts in sorted order, not in order of appearance
-    "sorted_instead_of_in_order": (edited(BASE, ("for response in responses[start:stop]:",
-                                                 "for response in sorted(responses[start:stop]):")),
-                                   ["wrong_first_in_every_group"]),
-    "group_checks_missing": (edited(BASE, ("""            if len(set(prompts[start:stop])) != 1 or len(set(ground_truths[start:stop])) != 1:
-                raise ValueError("a group must share one prompt and one ground truth")
-""", "")), ["error_group_of_two_prompts", "error_group_of_two_ground_truths"]),
-    # zip over the three lists: the longer ones cut silently
-    "lengths_not_checked": (edited(BASE, ("""        if not (len(prompts) == len(responses) == len(ground_truths)):
-            raise ValueError("prompts, responses and ground_truths differ in length")
-""", "")), ["error_lengths_differ"]),
-    # a last, shorter group
-    "group_size_not_checked": (edited(BASE, ("if group_size < 1 or len(responses) % group_size != 0:", "if group_size < 1:")),
-                               ["error_group_size_does_not_divide_one_question"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES, draws=10)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, draws=10)

@@ -13,8 +13,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autograder.mistakes.ppo_microbatch_train_step import STEP
 from course_lib import grpo_microbatch_train_step, ppo_microbatch_train_step
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, rand_mask, randn, seeds
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, rand_mask, randn, seeds
 
 SUITE = "ppo_microbatch_train_step"
 
@@ -145,46 +146,9 @@ def test_reference_rejects_bad_shapes():
         ppo_microbatch_train_step(logp, values, mask, 1, **rollout, cliprange=0.2, cliprange_value=0.2, vf_coef=0.5)
 
 
-# ---------------------------------------------------------------- correct versions and mistakes
-# a student's own notebook-07 clip loss and masked_mean, and notebook-11 value loss, pasted above the step
-HELPERS = """
-    import torch
-    def masked_mean(tensor, mask, dim=None):
-        kept = torch.where(mask.bool(), tensor, 0.0)
-        count = mask.to(kept.dtype)
-        return kept.sum() / count.sum() if dim is None else kept.sum(dim=dim) / count.sum(dim=dim)
-    def compute_grpo_clip_loss(advantages, policy_log_probs, old_log_probs, cliprange):
-        adv = advantages.reshape(-1, 1)
-        ratio = torch.exp(policy_log_probs - old_log_probs)
-        unclipped = ratio * adv
-        clipped = torch.clamp(ratio, 1.0 - cliprange, 1.0 + cliprange) * adv
-        return -torch.minimum(unclipped, clipped), {"clipped": clipped < unclipped}
-    def value_loss(values, old_values, returns, response_mask, cliprange_value):
-        clipped = old_values + torch.clamp(values - old_values, -cliprange_value, cliprange_value)
-        per_token = torch.maximum((values - returns) ** 2, (clipped - returns) ** 2)
-        return 0.5 * masked_mean(per_token, response_mask)
-"""
-
 CORRECT = {
     # 07's loss with every token as a row of its own (its advantage a (B*T, 1) column), as the reference
-    "helpers_one_token_per_row": HELPERS + """
-    def ppo_microbatch_train_step(policy_log_probs, values, response_mask, gradient_accumulation_steps, *, advantages,
-                                  old_log_probs, old_values, returns, cliprange, cliprange_value, vf_coef):
-        per_token, meta = compute_grpo_clip_loss(advantages.reshape(-1, 1), policy_log_probs.reshape(-1, 1),
-                                                 old_log_probs.reshape(-1, 1), cliprange)
-        per_token = per_token.reshape(response_mask.shape)
-        policy_loss = masked_mean(per_token, response_mask, dim=-1).mean()
-        v_loss = value_loss(values, old_values, returns, response_mask, cliprange_value)
-        loss = (policy_loss + vf_coef * v_loss) / gradient_accumulation_steps
-        loss.backward()
-        v_clip = old_values + torch.clamp(values - old_values, -cliprange_value, cliprange_value)
-        v_clipped = (v_clip - returns) ** 2 > (values - returns) ** 2
-        return loss.detach(), {
-            "policy_loss": policy_loss.detach(), "value_loss": v_loss.detach(),
-            "clip_fraction": masked_mean(meta["clipped"].reshape(response_mask.shape).float(), response_mask),
-            "value_clip_fraction": masked_mean(v_clipped.float(), response_mask),
-        }
-    """,
+    "helpers_one_token_per_row": STEP,
     # everything inline: per-token advantages broadcast as they are, sums over the mask, counts as Python numbers
     "inline_where": """
     import torch
@@ -292,90 +256,5 @@ CORRECT = {
 }
 
 
-# the step of "helpers_one_token_per_row" with one realistic edit each
-STEP = CORRECT["helpers_one_token_per_row"]
-POLICY = "policy_loss = masked_mean(per_token, response_mask, dim=-1).mean()"
-LOSS = "loss = (policy_loss + vf_coef * v_loss) / gradient_accumulation_steps"
-VLOSS = "v_loss = value_loss(values, old_values, returns, response_mask, cliprange_value)"
-RETURN = "return loss.detach(), {"
-CLIPFRAC = 'masked_mean(meta["clipped"].reshape(response_mask.shape).float(), response_mask)'
-VCLIPFRAC = "masked_mean(v_clipped.float(), response_mask)"
-BIG = "B8_T64_k4_vf0.5"  # hundreds of tokens per micro-batch: every kind of token is there, whatever the draw
-MISTAKES = {
-    # one mean over all response tokens of the micro-batch for the actor: long responses weigh more
-    "actor_token_level_mean": (edited(STEP, (POLICY, "policy_loss = masked_mean(per_token, response_mask)")),
-                               ["k1_B4_T7_vf0.5", "vf_coef_0_k2_B3_T7", BIG]),
-    # the value loss aggregated as the actor's: per response, then over the batch
-    "value_loss_per_response_mean": (edited(STEP, (VLOSS, "v_clip = old_values + torch.clamp(values - old_values, "
-                                                          "-cliprange_value, cliprange_value)\n"
-                                                          "        v_loss = 0.5 * masked_mean(torch.maximum((values - "
-                                                          "returns) ** 2, (v_clip - returns) ** 2), response_mask, "
-                                                          "dim=-1).mean()")),
-                                     ["k1_B4_T7_vf0.5", "vf_coef_1_k1_B5_T6", BIG]),
-    # k micro-batches add up to k times the critic's gradient
-    "value_loss_not_divided_by_accumulation_steps": (edited(STEP, (
-        LOSS, "loss = policy_loss / gradient_accumulation_steps + vf_coef * v_loss")),
-        ["k2_B3_T8_vf1", "k3_B4_T6_vf0.5_eps0.1", BIG]),
-    "no_division_by_accumulation_steps": (edited(STEP, (LOSS, "loss = policy_loss + vf_coef * v_loss")),
-                                          ["k2_B3_T8_vf1", "k4_B2_T5_vf0.5"]),
-    "vf_coef_ignored": (edited(STEP, (LOSS, "loss = (policy_loss + v_loss) / gradient_accumulation_steps")),
-                        ["k1_B4_T7_vf0.5", "vf_coef_0_k2_B3_T7"]),
-    # the critic's loss on detached values: the critic learns nothing
-    "values_detached": (edited(STEP, (VLOSS, VLOSS.replace("value_loss(values,", "value_loss(values.detach(),"))),
-                        ["k1_B4_T7_vf0.5", "vf_coef_1_k1_B5_T6", BIG]),
-    # the value loss computed for the metadata, left out of the backpropagated loss
-    "value_loss_not_backpropagated": (edited(STEP, (LOSS, "loss = policy_loss / gradient_accumulation_steps")),
-                                      ["k1_B4_T7_vf0.5", "vf_coef_1_k1_B5_T6"]),
-    # the loss before the division by k: not the one backpropagated
-    "returns_the_unscaled_loss": (edited(STEP, (
-        RETURN, "return (policy_loss + vf_coef * v_loss).detach(), {")),
-        ["k2_B3_T8_vf1", "k3_B4_T6_vf0.5_eps0.1"]),
-    # the actor's loss alone returned: not the one backpropagated
-    "returns_the_policy_loss": (edited(STEP, (RETURN, "return (policy_loss / gradient_accumulation_steps).detach(), {")),
-                                ["k1_B4_T7_vf0.5", "k2_B3_T8_vf1"]),
-    "without_backward": (edited(STEP, ("        loss.backward()\n", "")), ["k1_B4_T7_vf0.5", BIG]),
-    # "fresh" gradients each call: every leaf of the graph (both parameters) zeroed before backward,
-    # so micro-batches no longer add up (nor does an existing gradient survive)
-    "gradient_replaces_grad": (edited(STEP, (
-        "        loss.backward()\n",
-        "        seen, stack = set(), [loss.grad_fn]\n"
-        "        while stack:\n"
-        "            fn = stack.pop()\n"
-        "            if fn is None or fn in seen:\n"
-        "                continue\n"
-        "            seen.add(fn)\n"
-        '            if hasattr(fn, "variable"):\n'
-        "                fn.variable.grad = None\n"
-        "            stack += [f for f, _ in fn.next_functions]\n"
-        "        loss.backward()\n")),
-        ["existing_grads_k2_B3_T6_vf0.5", "existing_grads_k3_B3_T6_vf1", "k2_B3_T8_vf1"]),
-    # one advantage per row (the last position's, as if the reward's token stood for the row)
-    "advantages_collapsed_to_one_per_row": (edited(STEP, (
-        "compute_grpo_clip_loss(advantages.reshape(-1, 1)",
-        "compute_grpo_clip_loss(advantages[:, -1:].expand_as(advantages).reshape(-1, 1)")),
-        ["k1_B4_T7_vf0.5", "square_B5_T5_k2_vf0.5", BIG]),
-    # the metadata's value loss as it went into the loss: times vf_coef, divided by k
-    "metadata_value_loss_scaled": (edited(STEP, (
-        '"value_loss": v_loss.detach()', '"value_loss": (vf_coef * v_loss / gradient_accumulation_steps).detach()')),
-        ["k1_B4_T7_vf0.5", "k3_B4_T6_vf0.5_eps0.1"]),
-    # the clip fraction over every position, prompt and padding included
-    "clip_fraction_over_all_positions": (edited(STEP, (CLIPFRAC, 'meta["clipped"].float().mean()')), [BIG]),
-    # every ratio outside [1 - eps, 1 + eps] counted, whatever the sign of A (for A > 0 a small ratio is not clipped)
-    "clip_fraction_counts_every_ratio_outside_the_range": (edited(STEP, (
-        CLIPFRAC, "masked_mean(((policy_log_probs - old_log_probs).exp() - 1).abs().gt(cliprange).float(), "
-                  "response_mask)")), [BIG]),
-    # every active value clip counted, also where the unclipped term is the larger (no clip in effect)
-    "value_clip_fraction_counts_every_active_clip": (edited(STEP, (
-        VCLIPFRAC, "masked_mean(((values - old_values).abs() > cliprange_value).float(), response_mask)")), [BIG]),
-    "value_clip_fraction_over_all_positions": (edited(STEP, (VCLIPFRAC, "v_clipped.float().mean()")), [BIG]),
-    # float64 rollouts computed in float32
-    "float32_inside": (edited(STEP, (
-        "        per_token, meta = compute_grpo_clip_loss(",
-        "        policy_log_probs, values, advantages, old_log_probs, old_values, returns = (\n"
-        "            x.float() for x in (policy_log_probs, values, advantages, old_log_probs, old_values, returns))\n"
-        "        per_token, meta = compute_grpo_clip_loss(")),
-        ["float64_k2_B3_T8_vf0.5"]),
-}
-
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT)

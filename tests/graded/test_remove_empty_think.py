@@ -9,8 +9,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autograder.mistakes.remove_empty_think import BASE
 from course_lib import remove_empty_think
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, seeds
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, seeds
 
 SUITE = "remove_empty_think"
 EMPTY = "<think>\n\n</think>\n\n"
@@ -48,21 +49,6 @@ def test_reference_errors(keep_prob):
         remove_empty_think([EMPTY + "4"], keep_prob, torch.Generator().manual_seed(0))
 
 
-# ---------------------------------------------------------------- correct versions and mistakes
-BASE = """
-    import torch
-    EMPTY = "<think>\\n\\n</think>\\n\\n"
-    def remove_empty_think(targets, keep_prob, generator):
-        if keep_prob < 0 or keep_prob > 1:
-            raise ValueError(f"keep_prob must be in [0, 1], got {keep_prob}")
-        u = torch.rand(len(targets), generator=generator)
-        out = []
-        for i, t in enumerate(targets):
-            if t.startswith(EMPTY) and not u[i] < keep_prob:
-                t = t[len(EMPTY):]
-            out.append(t)
-        return out
-"""
 CORRECT = {
     "loop_over_a_tensor": BASE,
     # a comprehension over Python floats, removeprefix
@@ -106,49 +92,6 @@ CORRECT = {
     """,
 }
 
-KEEP = "if t.startswith(EMPTY) and not u[i] < keep_prob:"
-DRAW = "u = torch.rand(len(targets), generator=generator)"
-MISTAKES = {
-    # the block kept when the draw is at least keep_prob: keep_prob read as the removal probability
-    "keep_prob_inverted": (edited(BASE, (KEEP, "if t.startswith(EMPTY) and u[i] < keep_prob:")),
-                           ["many_empty_blocks_keep_prob_quarter", "keep_prob_0_removes_every_empty_block",
-                            "keep_prob_1_keeps_every_empty_block"]),
-    "one_minus_keep_prob": (edited(BASE, (KEEP, "if t.startswith(EMPTY) and not u[i] < 1 - keep_prob:")),
-                            ["many_empty_blocks_keep_prob_quarter", "keep_prob_0_removes_every_empty_block"]),
-    # a draw only for a target with an empty block: the others take no number
-    "draws_only_for_empty_blocks": (edited(BASE, (DRAW, ""), (KEEP, "if t.startswith(EMPTY) and not torch.rand(1, generator=generator).item() < keep_prob:")),
-                                    ["empty_blocks_after_other_targets", "no_empty_block_nothing_changes"]),
-    "le_instead_of_lt": (edited(BASE, (KEEP, "if t.startswith(EMPTY) and not u[i] <= keep_prob:")),
-                         ["keep_prob_equal_to_a_draw"]),
-    "generator_ignored": (edited(BASE, (DRAW, "u = torch.rand(len(targets))")),
-                          ["mixed_keep_prob_half", "many_empty_blocks_keep_prob_quarter"]),
-    "draws_in_float64": (edited(BASE, (DRAW, "u = torch.rand(len(targets), generator=generator, dtype=torch.float64)")),
-                         ["mixed_keep_prob_half", "many_empty_blocks_keep_prob_quarter"]),
-    # any block with only whitespace inside, and the whitespace after it, taken as empty
-    "near_empty_blocks_removed_by_a_regex": (edited(BASE, ("    import torch\n", "    import re\n    import torch\n"),
-                                                    ("""            if t.startswith(EMPTY) and not u[i] < keep_prob:
-                t = t[len(EMPTY):]""", """            m = re.match(r"<think>\\s*</think>\\s*", t)
-            if m and not u[i] < keep_prob:
-                t = t[m.end():]""")),
-                                             ["near_empty_blocks_and_blocks_elsewhere_unchanged",
-                                              "what_follows_the_block_kept_as_it_is"]),
-    "what_follows_stripped": (edited(BASE, ("t = t[len(EMPTY):]", "t = t[len(EMPTY):].lstrip()")),
-                              ["what_follows_the_block_kept_as_it_is"]),
-    # str.replace: a block removed wherever it stands, and every copy of it
-    "removed_wherever_it_stands": (edited(BASE, (KEEP, "if EMPTY in t and not u[i] < keep_prob:"),
-                                          ("t = t[len(EMPTY):]", 't = t.replace(EMPTY, "")')),
-                                   ["near_empty_blocks_and_blocks_elsewhere_unchanged",
-                                    "what_follows_the_block_kept_as_it_is"]),
-    "leading_whitespace_ignored": (edited(BASE, (KEEP, "if t.lstrip().startswith(EMPTY) and not u[i] < keep_prob:"),
-                                          ("t = t[len(EMPTY):]", "t = t.lstrip()[len(EMPTY):]")),
-                                   ["near_empty_blocks_and_blocks_elsewhere_unchanged"]),
-    # a while loop: every empty block at the start removed
-    "every_leading_block_removed": (edited(BASE, ("""                t = t[len(EMPTY):]""", """                while t.startswith(EMPTY):
-                    t = t[len(EMPTY):]""")), ["what_follows_the_block_kept_as_it_is"]),
-    "keep_prob_not_checked": (edited(BASE, ("""        if keep_prob < 0 or keep_prob > 1:
-            raise ValueError(f"keep_prob must be in [0, 1], got {keep_prob}")
-""", "")), ["error_keep_prob_negative", "error_keep_prob_above_1"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES, draws=20)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, draws=20)

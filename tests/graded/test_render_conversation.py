@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autograder.mistakes.render_conversation import BASE
 from course_lib import render_conversation
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, course_tokenizer, edited, many_draws_test
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, course_tokenizer, many_draws_test
 
 SUITE = "render_conversation"
 SWITCH = {"course": "open_thinking", "qwen3": "enable_thinking"}
@@ -101,41 +102,6 @@ def test_reference_errors(messages, template, match):
         render_conversation(messages, template=template)
 
 
-# ---------------------------------------------------------------- correct versions and mistakes
-BASE = """
-    EMPTY = "<think>\\n\\n</think>\\n\\n"
-    def render_conversation(messages, template="course", thinking=None, add_generation_prompt=True):
-        if template not in ("course", "qwen3"):
-            raise ValueError(f"unknown template {template!r}")
-        for m in messages:
-            if "role" not in m or "content" not in m:
-                raise ValueError("messages: every message needs a role and a content")
-        start = 1 if messages and messages[0]["role"] == "system" else 0
-        if len(messages) <= start:
-            raise ValueError("messages: no user message")
-        for i, m in enumerate(messages[start:]):
-            expected = "user" if i % 2 == 0 else "assistant"
-            if m["role"] != expected:
-                raise ValueError(f"messages: expected {expected} at position {start + i}, got {m['role']}")
-        last_user = 0
-        for i, m in enumerate(messages):
-            if m["role"] == "user":
-                last_user = i
-        text = ""
-        for i, m in enumerate(messages):
-            content = m["content"]
-            if template == "qwen3" and m["role"] == "assistant" and i < last_user:
-                if "</think>" in content:
-                    content = content.split("</think>")[-1].lstrip("\\n")
-            text += "<|im_start|>" + m["role"] + "\\n" + content + "<|im_end|>\\n"
-        if add_generation_prompt:
-            text += "<|im_start|>assistant\\n"
-            if template == "course":
-                text += EMPTY if thinking is False else "<think>\\n"
-            elif thinking is False:
-                text += EMPTY
-        return text
-"""
 CORRECT = {
     "loop_and_concatenate": BASE,
     # a list of parts joined at the end; the answer after the last tag with rpartition
@@ -227,84 +193,6 @@ CORRECT = {
     """,
 }
 
-PROMPT = """            if template == "course":
-                text += EMPTY if thinking is False else "<think>\\n"
-            elif thinking is False:
-                text += EMPTY
-"""
-CUT = 'content = content.split("</think>")[-1].lstrip("\\n")'
-ROLES = """        for i, m in enumerate(messages[start:]):
-            expected = "user" if i % 2 == 0 else "assistant"
-            if m["role"] != expected:
-                raise ValueError(f"messages: expected {expected} at position {start + i}, got {m['role']}")
-"""
-MISTAKES = {
-    # True renders the empty block, False and None the open one
-    "mode_flags_inverted": (edited(BASE, ('text += EMPTY if thinking is False else "<think>\\n"',
-                                          'text += EMPTY if thinking else "<think>\\n"'),
-                                   ("elif thinking is False:", "elif thinking:")),
-                            ["course_single_turn_thinking_true", "course_single_turn_thinking_false",
-                             "qwen3_single_turn_thinking_true", "qwen3_single_turn_thinking_false"]),
-    # `not thinking`: the default None closes the block too
-    "none_taken_as_false": (edited(BASE, ("text += EMPTY if thinking is False else", "text += EMPTY if not thinking else"),
-                                   ("elif thinking is False:", "elif not thinking:")),
-                            ["course_single_turn_all_defaults", "qwen3_single_turn_default", "course_multi_turn_thinking_none"]),
-    # the Qwen3 style read as the course's: its default prefills <think>
-    "qwen3_default_prefilled_like_the_course": (edited(BASE, (PROMPT, """            text += EMPTY if thinking is False else "<think>\\n"
-""")), ["qwen3_single_turn_default", "qwen3_single_turn_thinking_true"]),
-    "qwen3_switch_ignored": (edited(BASE, ("""            elif thinking is False:
-                text += EMPTY
-""", "")), ["qwen3_single_turn_thinking_false", "qwen3_multi_turn_thinking_false"]),
-    "empty_block_without_its_blank_line": (edited(BASE, ('EMPTY = "<think>\\n\\n</think>\\n\\n"',
-                                                         'EMPTY = "<think>\\n\\n</think>\\n"')),
-                                           ["course_single_turn_thinking_false", "qwen3_single_turn_thinking_false"]),
-    "generation_prompt_always_added": (edited(BASE, ("        if add_generation_prompt:\n", "        if True:\n")),
-                                       ["course_ends_with_the_reply_no_generation_prompt",
-                                        "qwen3_ends_with_the_reply_no_generation_prompt"]),
-    "qwen3_keeps_the_reasoning_of_earlier_turns": (edited(BASE, ("""            if template == "qwen3" and m["role"] == "assistant" and i < last_user:
-                if "</think>" in content:
-                    %s
-""" % CUT, "")), ["qwen3_multi_turn_thinking_none", "qwen3_earlier_replies_cut_in_other_places"]),
-    # every assistant turn cut, the reply after the last user message too
-    "qwen3_drops_the_last_replys_reasoning_too": (edited(BASE, ('m["role"] == "assistant" and i < last_user:',
-                                                                 'm["role"] == "assistant":')),
-                                                  ["qwen3_ends_with_the_reply_no_generation_prompt"]),
-    "answer_cut_at_the_first_close": (edited(BASE, ('content.split("</think>")[-1]', 'content.split("</think>")[1]')),
-                                      ["qwen3_earlier_replies_cut_in_other_places"]),
-    "answer_stripped_not_only_leading_newlines": (edited(BASE, ('[-1].lstrip("\\n")', '[-1].strip()')),
-                                                  ["qwen3_earlier_replies_cut_in_other_places"]),
-    # removes <think>...</think> blocks: a stray </think> and the text before a second one stay
-    "regex_removes_think_blocks": (edited(BASE, ("    def render_conversation(", "    import re\n    def render_conversation("),
-                                          (CUT, 'content = re.sub(r"<think>.*?</think>\\n*", "", content, flags=re.S)')),
-                                   ["qwen3_earlier_replies_cut_in_other_places"]),
-    # the reasoning of earlier turns dropped by the course template too
-    "course_drops_earlier_reasoning_too": (edited(BASE, ('if template == "qwen3" and m["role"] == "assistant"',
-                                                         'if m["role"] == "assistant"')),
-                                           ["course_multi_turn_thinking_none", "course_earlier_replies_cut_in_other_places"]),
-    # "\n".join of the turns: no newline after the last <|im_end|> when no generation prompt follows
-    "newline_after_the_last_message_missing": (edited(BASE, ('text += "<|im_start|>" + m["role"] + "\\n" + content + "<|im_end|>\\n"',
-                                                             'text += ("\\n" if text else "") + "<|im_start|>" + m["role"] + "\\n" + content + "<|im_end|>"'),
-                                                            ('text += "<|im_start|>assistant\\n"', 'text += "\\n<|im_start|>assistant\\n"')),
-                                               ["course_ends_with_the_reply_no_generation_prompt",
-                                                "qwen3_ends_with_the_reply_no_generation_prompt"]),
-    "roles_not_checked": (edited(BASE, (ROLES, "")),
-                          ["error_starts_with_the_assistant", "error_two_user_messages_in_a_row",
-                           "error_two_assistant_messages_in_a_row", "error_tool_role"]),
-    "system_messages_allowed_anywhere": (edited(BASE, ("for i, m in enumerate(messages[start:]):",
-                                                       'for i, m in enumerate([m for m in messages[start:] if m["role"] != "system"]):')),
-                                         ["error_system_message_after_the_first"]),
-    "empty_conversation_accepted": (edited(BASE, ("""        if len(messages) <= start:
-            raise ValueError("messages: no user message")
-""", "")), ["error_empty_conversation", "error_system_message_alone"]),
-    "unknown_template_rendered_as_the_course": (edited(BASE, ("""        if template not in ("course", "qwen3"):
-            raise ValueError(f"unknown template {template!r}")
-""", "")), ["error_unknown_template", "error_template_name_in_capitals"]),
-    # a KeyError, not the ValueError asked for
-    "missing_role_or_content_not_checked": (edited(BASE, ("""        for m in messages:
-            if "role" not in m or "content" not in m:
-                raise ValueError("messages: every message needs a role and a content")
-""", "")), ["error_message_without_content", "error_message_without_role"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES, draws=10)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, draws=10)

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autograder.mistakes.rollouts_from_completion import BASE
 from course_lib import rollouts_from_completion
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test
 
 SUITE = "rollouts_from_completion"
 EOS = 1
@@ -49,33 +50,6 @@ def test_reference_errors_say_what_the_request_lacked():
         rollouts_from_completion({"choices": [good, good]}, EOS)
 
 
-# ---------------------------------------------------------------- correct versions and mistakes
-BASE = """
-    def rollouts_from_completion(reply, eos_token_id):
-        if not isinstance(reply, dict) or "choices" not in reply:
-            raise ValueError("no choices")
-        out = []
-        for c in sorted(reply["choices"], key=lambda c: c["index"]):
-            lp = c.get("logprobs")
-            if not lp:
-                raise ValueError("no logprobs")
-            toks, lps = lp["tokens"], lp["token_logprobs"]
-            if len(toks) != len(lps):
-                raise ValueError("lengths differ")
-            ids = []
-            for t in toks:
-                if not t.startswith("token_id:"):
-                    raise ValueError("not token_id:N")
-                ids.append(int(t.split(":")[1]))
-            lps = [float(x) for x in lps]
-            if ids and ids[-1] == eos_token_id:
-                ids, lps = ids[:-1], lps[:-1]
-            out.append({"index": c["index"], "token_ids": ids, "log_probs": lps,
-                        "finish_reason": "length" if c["finish_reason"] == "length" else "stop"})
-        if len({o["index"] for o in out}) != len(out):
-            raise ValueError("repeated index")
-        return out
-"""
 CORRECT = {
     "sorted_then_parse": BASE,
     # a dict by index first (duplicates caught on insert), then read in index order
@@ -165,31 +139,6 @@ CORRECT = {
     """,
 }
 
-ORDER = 'for c in sorted(reply["choices"], key=lambda c: c["index"]):'
-TRIM = "ids, lps = ids[:-1], lps[:-1]"
-MISTAKES = {
-    "listed_order": (edited(BASE, (ORDER, 'for c in reply["choices"]:')), ["eight_samples_listed_out_of_order"]),
-    "eos_kept": (edited(BASE, ("            if ids and ids[-1] == eos_token_id:\n                ids, lps = ids[:-1], lps[:-1]\n", "")),
-                 ["one_sample_ending_with_eos", "eight_samples_listed_out_of_order"]),
-    "last_token_always_dropped": (edited(BASE, ("if ids and ids[-1] == eos_token_id:", "if ids:")),
-                                  ["stopped_by_a_stop_string_no_eos", "cut_at_max_tokens"]),
-    # the token dropped, its log-prob kept: the log-probs no longer line up with the tokens
-    "eos_log_prob_kept": (edited(BASE, (TRIM, "ids = ids[:-1]")), ["one_sample_ending_with_eos"]),
-    "every_eos_removed": (edited(BASE, ("if ids and ids[-1] == eos_token_id:\n                ids, lps = ids[:-1], lps[:-1]",
-                                        "keep = [k for k, i in enumerate(ids) if i != eos_token_id]\n"
-                                        "            ids, lps = [ids[k] for k in keep], [lps[k] for k in keep]")),
-                          ["eos_inside_a_sample_is_kept"]),
-    "finish_reason_passed_through": (edited(BASE, ('"finish_reason": "length" if c["finish_reason"] == "length" else "stop"',
-                                                   '"finish_reason": c["finish_reason"]')),
-                                     ["aborted_sample_is_a_stop"]),
-    "eos_id_hard_coded": (edited(BASE, ("if ids and ids[-1] == eos_token_id:", "if ids and ids[-1] == 1:")),
-                          ["another_eos_id"]),
-    "lengths_not_checked": (edited(BASE, ('            if len(toks) != len(lps):\n                raise ValueError("lengths differ")\n', "")),
-                            ["error_lengths_differ"]),
-    "repeated_index_not_checked": (edited(BASE, ('        if len({o["index"] for o in out}) != len(out):\n'
-                                                 '            raise ValueError("repeated index")\n', "")),
-                                   ["error_repeated_index"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES, draws=20)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, draws=20)

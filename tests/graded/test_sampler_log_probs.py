@@ -11,9 +11,10 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from autograder.mistakes.sampler_log_probs import CHECKS, RANKS, SORT, VLLM
 from autograder.suites.sampler_log_probs import _kept_count
 from course_lib import sampler_log_probs
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, randn, seeds
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, randn, seeds
 
 SUITE = "sampler_log_probs"
 
@@ -122,39 +123,9 @@ def test_reference_rejects_tokens_of_another_shape():
         sampler_log_probs(torch.zeros(2, 9), torch.zeros(2, 1, dtype=torch.long))
 
 
-# ---------------------------------------------------------------- correct versions and mistakes
-CHECKS = """
-            V = logits.shape[-1]
-            if temperature <= 0:
-                raise ValueError("temperature must be positive")
-            if top_k is not None and (top_k < 0 or top_k > V):
-                raise ValueError("top_k out of range")
-            if top_p is not None and not (0 < top_p <= 1):
-                raise ValueError("top_p must be in (0, 1]")
-            if tuple(tokens.shape) != tuple(logits.shape[:-1]):
-                raise ValueError("tokens must have the shape of logits[..., 0]")
-"""
 CORRECT = {
     # one sort: the kept set is a prefix of the descending order
-    "sort_once_prefix_scatter": """
-        import torch
-        def sampler_log_probs(logits, tokens, temperature=1.0, top_k=None, top_p=None, renormalize=True):
-""" + CHECKS + """
-            z = logits / temperature
-            if not renormalize:
-                return torch.log_softmax(z, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-            sorted_z, order = torch.sort(z, dim=-1, descending=True)
-            keep_sorted = torch.ones_like(sorted_z, dtype=torch.bool)
-            if top_k:
-                keep_sorted[..., top_k:] = False
-            if top_p is not None and top_p < 1.0:
-                probs = torch.softmax(sorted_z.masked_fill(~keep_sorted, float("-inf")), dim=-1)
-                before = torch.cumsum(probs, dim=-1) - probs
-                keep_sorted &= before < top_p
-            keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
-            log_p = torch.log_softmax(z.masked_fill(~keep, float("-inf")), dim=-1)
-            return log_p.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-    """,
+    "sort_once_prefix_scatter": SORT,
     # Python floats, one row at a time
     "loop_over_rows_python_floats": """
         import math
@@ -190,92 +161,11 @@ CORRECT = {
     """,
     # the way vLLM writes it: top-k by the k-th value, then top-p on the ascending sort, dropping
     # the tokens whose cumulative probability from below is <= 1 - p (the last one always stays)
-    "vllm_ascending_cumsum": """
-        import torch
-        def sampler_log_probs(logits, tokens, temperature=1.0, top_k=None, top_p=None, renormalize=True):
-""" + CHECKS + """
-            z = logits / temperature
-            if not renormalize:
-                return torch.log_softmax(z, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-            if top_k:
-                kth = torch.topk(z, top_k, dim=-1).values[..., -1:]
-                z = torch.where(z < kth, torch.full_like(z, float("-inf")), z)
-            if top_p is not None and top_p < 1.0:
-                z_sorted, idx = z.sort(dim=-1, descending=False)
-                cum = z_sorted.softmax(dim=-1).cumsum(dim=-1)
-                drop = cum <= 1 - top_p
-                drop[..., -1] = False
-                drop = drop.scatter(-1, idx, drop)
-                z = z.masked_fill(drop, float("-inf"))
-            return torch.log_softmax(z, dim=-1).gather(-1, tokens[..., None])[..., 0]
-    """,
+    "vllm_ascending_cumsum": VLLM,
     # float64 inside, ranks from argsort of argsort, an exclusive cumsum by concatenation
-    "float64_ranks_where": """
-        import torch
-        def sampler_log_probs(logits, tokens, temperature=1.0, top_k=None, top_p=None, renormalize=True):
-""" + CHECKS + """
-            z = logits.double() / temperature
-            if renormalize:
-                rank = z.argsort(dim=-1, descending=True).argsort(dim=-1)
-                keep = rank < (top_k if top_k else V)
-                if top_p is not None and top_p != 1.0:
-                    p = torch.where(keep, z, torch.tensor(float("-inf"), dtype=z.dtype)).softmax(-1)
-                    p_sorted = p.sort(dim=-1, descending=True).values
-                    excl = torch.cat([torch.zeros_like(p_sorted[..., :1]), p_sorted.cumsum(-1)[..., :-1]], dim=-1)
-                    n_keep = (excl < top_p).sum(dim=-1, keepdim=True)
-                    keep = keep & (rank < n_keep)
-                z = torch.where(keep, z, torch.tensor(float("-inf"), dtype=z.dtype))
-            log_p = z - torch.logsumexp(z, dim=-1, keepdim=True)
-            return torch.gather(log_p, -1, tokens.unsqueeze(-1)).squeeze(-1).to(logits.dtype)
-    """,
+    "float64_ranks_where": RANKS,
 }
 
-SORT = CORRECT["sort_once_prefix_scatter"]
-VLLM = CORRECT["vllm_ascending_cumsum"]
-RANKS = CORRECT["float64_ranks_where"]
-MISTAKES = {
-    # the nucleus of the whole distribution, then cut to k: more tokens than the nucleus of the top k
-    "top_p_before_top_k": (edited(RANKS, ("keep = rank < (top_k if top_k else V)\n", "keep = torch.ones_like(rank, dtype=torch.bool)\n"),
-                                  ("keep = keep & (rank < n_keep)", "keep = keep & (rank < n_keep)\n"
-                                   "                if top_k:\n"
-                                   "                    keep = keep & (rank < top_k)")),
-                           ["top_k_20_then_top_p_0.8_float32_N12_V64", "large_vocab_N8_V512_top_k_50_top_p_0.95"]),
-    # cumsum < top_p with the token itself: the token whose probability crosses top_p is dropped
-    "cumsum_includes_the_token": (edited(SORT, ("before = torch.cumsum(probs, dim=-1) - probs", "before = torch.cumsum(probs, dim=-1)")),
-                                  ["top_p_0.9_float32_N12_V32", "top_p_0.5_float32_N8_V64",
-                                   "top_k_20_then_top_p_0.8_float32_N12_V64"]),
-    # log_softmax over the whole vocabulary, -inf only put on the dropped tokens
-    "no_renormalisation": (edited(SORT, ('log_p = torch.log_softmax(z.masked_fill(~keep, float("-inf")), dim=-1)',
-                                         'log_p = torch.log_softmax(z, dim=-1).masked_fill(~keep, float("-inf"))')),
-                           ["top_k_10_float32_N8_V32", "top_p_0.9_float32_N12_V32"]),
-    "renormalised_when_not_asked": (edited(VLLM, ("            if not renormalize:\n"
-                                                  "                return torch.log_softmax(z, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)\n", "")),
-                                    ["renormalize_false_top_k_10_top_p_0.9_N8_V32",
-                                     "renormalize_false_temperature_0.8_N8_V32"]),
-    "temperature_not_applied": (edited(SORT, ("z = logits / temperature", "z = logits")),
-                                ["temperature_0.7_top_p_0.9_N8_V32", "temperature_0.5_no_truncation_N8_V32"]),
-    # log p / T after the softmax: neither the distribution nor its truncation is the sampler's
-    "temperature_after_the_softmax": (edited(SORT, ("z = logits / temperature", "z = torch.log_softmax(logits, dim=-1)"),
-                                             ("return log_p.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)",
-                                              "return log_p.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) / temperature"),
-                                             ("return torch.log_softmax(z, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)",
-                                              "return z.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) / temperature")),
-                                      ["temperature_1.5_top_k_8_N8_V32", "temperature_0.5_no_truncation_N8_V32"]),
-    "top_k_keeps_k_plus_1": (edited(SORT, ("keep_sorted[..., top_k:] = False", "keep_sorted[..., top_k + 1:] = False")),
-                             ["top_k_10_float32_N8_V32", "top_k_1_N8_V32", "temperature_1.5_top_k_8_N8_V32"]),
-    # a large negative number instead of -inf: the dropped tokens get a finite log-prob
-    "dropped_tokens_finite": (edited(SORT, ('log_p = torch.log_softmax(z.masked_fill(~keep, float("-inf")), dim=-1)',
-                                            'log_p = torch.log_softmax(z.masked_fill(~keep, -1e9), dim=-1)')),
-                              ["top_k_10_float32_N8_V32", "top_p_0.9_float32_N12_V32"]),
-    # top_k = 0 taken as "keep 0" (topk of 0 values): the off value not honoured
-    "top_k_0_not_off": (edited(VLLM, ("if top_k:", "if top_k is not None:")),
-                        ["top_k_0_top_p_1_temperature_1.2_N8_V32"]),
-    "always_float32": (edited(SORT, ("z = logits / temperature", "z = logits.float() / temperature")),
-                       ["float64_top_k_12_top_p_0.85_N8_V48"]),
-    "settings_not_checked": (edited(SORT, ('raise ValueError("temperature must be positive")', "pass"),
-                                    ('raise ValueError("top_p must be in (0, 1]")', "pass")),
-                             ["error_temperature_negative", "error_top_p_1.5"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT)

@@ -12,8 +12,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autograder.mistakes.sequence_log_probs import BASE
 from course_lib import sequence_log_probs
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, rand_mask, randn, seeds, shapes
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, rand_mask, randn, seeds, shapes
 
 SUITE = "sequence_log_probs"
 
@@ -121,22 +122,6 @@ def test_reference_rejects_an_empty_row_and_a_mask_of_another_shape():
         sequence_log_probs(model, ids, labels, mask[:, :-1])
 
 
-# ---------------------------------------------------------------- correct versions and mistakes
-BASE = """
-    import torch
-    def sequence_log_probs(model, input_ids, labels, response_mask, average=False):
-        if response_mask.shape != labels.shape:
-            raise ValueError("response_mask must have the shape of labels")
-        keep = response_mask.bool()
-        counts = keep.sum(dim=-1)
-        if bool((counts == 0).any()):
-            raise ValueError("response_mask has a row without a response token")
-        logits = model(input_ids).logits
-        lp = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
-        lp = lp.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
-        total = torch.where(keep, lp, torch.zeros_like(lp)).sum(dim=-1)
-        return total / counts if average else total
-"""
 CORRECT = {
     "log_softmax_gather_where": BASE,
     # per-token cross-entropy, the mask multiplied in (the masked log-probs are finite)
@@ -210,70 +195,6 @@ CORRECT = {
     """,
 }
 
-SHAPE = """        if response_mask.shape != labels.shape:
-            raise ValueError("response_mask must have the shape of labels")
-"""
-EMPTY = """        if bool((counts == 0).any()):
-            raise ValueError("response_mask has a row without a response token")
-"""
-RET = "return total / counts if average else total"
-TOTAL = "total = torch.where(keep, lp, torch.zeros_like(lp)).sum(dim=-1)"
-LOGITS = "logits = model(input_ids).logits"
-LSM = "lp = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)"
-SUMS = ["float32_sum_B3_T10", "explicit_average_false_B3_T9", "float64_sum_B3_T9"]
-AVERAGES = ["float32_average_B3_T10", "float64_average_B4_T8", "rows_of_very_different_lengths_average_B4_T24"]
-MISTAKES = {
-    "mean_where_the_sum_is_asked": (edited(BASE, (RET, "return total / counts")), SUMS),
-    "default_average_true": (edited(BASE, ("average=False", "average=True")),
-                             ["float32_sum_B3_T10", "rows_of_very_different_lengths_sum_B4_T24"]),
-    "average_ignored": (edited(BASE, (RET, "return total")), AVERAGES),
-    # one division by the batch's response-token count
-    "mean_over_the_batch_token_count": (edited(BASE, (RET, "return total / keep.sum() if average else total")),
-                                        AVERAGES),
-    # the row's width, padding and prompt included, as the count
-    "mean_over_the_row_width": (edited(BASE, (RET, "return total / keep.shape[-1] if average else total")),
-                                AVERAGES),
-    "mask_ignored": (edited(BASE, (TOTAL, "total = lp.sum(dim=-1)")),
-                     ["float32_sum_B3_T10", "masked_garbage_1e4_sum_B3_T12"]),
-    # log pi(x, y): every position up to the response's end, the prompt's included
-    "prompt_tokens_counted": (edited(BASE, (TOTAL, "upto = keep.flip(-1).cummax(dim=-1).values.flip(-1)\n"
-                                                   "        total = torch.where(upto, lp, torch.zeros_like(lp)).sum(dim=-1)")),
-                              ["masked_garbage_1e4_sum_B3_T12", "masked_garbage_1e4_float64_B2_T10"]),
-    # every position from the response's start on: the padding after it counted
-    "padding_counted": (edited(BASE, (TOTAL, "after = keep.cummax(dim=-1).values\n"
-                                             "        total = torch.where(after, lp, torch.zeros_like(lp)).sum(dim=-1)")),
-                        ["masked_garbage_1e4_sum_B3_T12", "rows_of_very_different_lengths_sum_B4_T24"]),
-    # tokenize_prompt_and_output has shifted the labels already
-    "labels_shifted_again": (edited(BASE, ("lp = lp.gather(-1, labels.unsqueeze(-1)).squeeze(-1)",
-                                           "lp = lp[:, :-1].gather(-1, labels[:, 1:].unsqueeze(-1)).squeeze(-1)\n"
-                                           "        lp = torch.cat([lp, torch.zeros_like(lp[:, :1])], dim=1)")),
-                             ["float32_sum_B3_T10", "B8_T64_V50"]),
-    # no gradient reaches the model: DPO would train nothing
-    "model_run_without_grad": (edited(BASE, (LOGITS, "with torch.no_grad():\n            " + LOGITS)),
-                               ["float32_sum_B3_T10", "float64_sum_B3_T9"]),
-    "always_float32": (edited(BASE, (LSM, "lp = torch.log_softmax(logits.float(), dim=-1)")),
-                       ["float64_sum_B3_T9", "float64_average_B4_T8"]),
-    # log(softmax) is -inf where a probability underflows in float32
-    "log_of_softmax": (edited(BASE, (LSM, "lp = torch.log(torch.softmax(logits.to(torch.promote_types(logits.dtype, "
-                                          "torch.float32)), dim=-1))")), ["large_logits_scale_300_B2_T6"]),
-    # an empty row sums to 0 (its mean to nan) instead of raising
-    "empty_row_not_rejected": (edited(BASE, (EMPTY, "")),
-                               ["error_row_without_response_sum", "error_row_without_response_average"]),
-    # a (T,) mask broadcasts over the rows, a (B, T+1) one raises a RuntimeError
-    "mask_shape_not_checked": (edited(BASE, (SHAPE, "")), ["error_mask_T_plus_1", "error_mask_1d_broadcasts"]),
-    # x[mask] with a long mask indexes rows; with a float mask it raises
-    "indexes_with_the_mask_as_given": ("""
-        import torch
-        def sequence_log_probs(model, input_ids, labels, response_mask, average=False):
-            if response_mask.shape != labels.shape or not response_mask.bool().any(-1).all():
-                raise ValueError("bad response_mask")
-            logits = model(input_ids).logits
-            lp = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
-            lp = lp.gather(-1, labels[..., None])[..., 0]
-            rows = [row[m] for row, m in zip(lp, response_mask)]
-            return torch.stack([r.mean() if average else r.sum() for r in rows])
-    """, ["long_mask_sum_B3_T8", "float_mask_average_B3_T8"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES, draws=10)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, draws=10)

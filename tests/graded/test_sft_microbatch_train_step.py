@@ -12,8 +12,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autograder.mistakes.sft_microbatch_train_step import MICRO_BASE
 from course_lib import sft_microbatch_train_step
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, edited, rand_mask, randn, seeds
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, rand_mask, randn, seeds
 
 SUITE = "sft_microbatch_train_step"
 
@@ -76,15 +77,6 @@ def test_reference_loss_gradient_and_metadata(B, T, seed, k, constant, mask_kind
     torch.testing.assert_close(logp.grad, -mask.double() / (constant * B * k))
 
 
-# ---------------------------------------------------------------- correct versions and mistakes
-MICRO_BASE = """
-    import torch
-    def sft_microbatch_train_step(policy_log_probs, response_mask, gradient_accumulation_steps, normalize_constant=1.0):
-        per_sequence = torch.where(response_mask.bool(), -policy_log_probs, 0.0).sum(dim=-1) / normalize_constant
-        loss = per_sequence.mean() / gradient_accumulation_steps
-        loss.backward()
-        return loss.detach(), {"nll_per_sequence": per_sequence.detach()}
-"""
 CORRECT = {
     "torch_where_mean": MICRO_BASE,
     # the batch mean written as a sum over B * k
@@ -128,33 +120,6 @@ CORRECT = {
     """,
 }
 
-# the torch.where version with one part replaced each (a mistake is one such replacement)
-MISTAKES = {
-    "forgot_divide_by_k": (edited(MICRO_BASE, ("per_sequence.mean() / gradient_accumulation_steps", "per_sequence.mean()")), ["k2_B3_T6_c42"]),
-    "token_count_normaliser": (edited(MICRO_BASE, (".sum(dim=-1) / normalize_constant", ".sum(dim=-1) / response_mask.sum()")), ["k2_B3_T6_c42"]),
-    "loss_returned_as_float": (edited(MICRO_BASE, ("return loss.detach(),", "return loss.item(),")), ["k2_B3_T6_c42"]),
-    # the step zeroes (or replaces) the .grad of its input: a leaf's earlier gradient is lost
-    "input_grad_zeroed": (edited(MICRO_BASE, (
-        "        loss.backward()\n",
-        "        if policy_log_probs.grad is not None:\n            policy_log_probs.grad.zero_()\n        loss.backward()\n")),
-        ["leaf_k3_existing_grad"]),
-    "input_grad_replaced": (edited(MICRO_BASE, (
-        "        loss.backward()\n",
-        "        (g,) = torch.autograd.grad(loss, policy_log_probs, retain_graph=True)\n"
-        "        if policy_log_probs.is_leaf:\n            policy_log_probs.grad = g\n        else:\n            loss.backward()\n")),
-        ["leaf_k3_existing_grad"]),
-    # 0 * (-inf) = NaN on padding
-    "mask_multiplied": (edited(MICRO_BASE, ("torch.where(response_mask.bool(), -policy_log_probs, 0.0)", "(-policy_log_probs * response_mask)")),
-                        ["k2_minus_inf_on_padding"]),
-    "no_backward": (edited(MICRO_BASE, ("        loss.backward()\n", "")), ["k2_B3_T6_c42"]),
-    "unscaled_loss_returned": (edited(MICRO_BASE, ("return loss.detach(),", "return (loss * gradient_accumulation_steps).detach(),")),
-                               ["k2_B3_T6_c42"]),
-    "per_sequence_token_mean": (edited(MICRO_BASE, (".sum(dim=-1) / normalize_constant", ".sum(dim=-1) / response_mask.sum(dim=-1).clamp(min=1)")),
-                                ["k2_B3_T6_c42"]),
-    # a sum over the batch, not a mean: the gradient grows with the micro-batch size
-    "batch_sum_not_mean": (edited(MICRO_BASE, ("per_sequence.mean() / gradient_accumulation_steps", "per_sequence.sum() / gradient_accumulation_steps")),
-                           ["k2_B3_T6_c42"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES, draws=12)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, draws=12)

@@ -24,7 +24,8 @@ from course_lib import (
     sft_train_step,
     tokenize_prompt_and_output,
 )
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, course_tokenizer, edited, problems
+from autograder.mistakes.sft_train_step import STEP_BASE
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, course_tokenizer, problems
 
 SUITE = "sft_train_step"
 
@@ -90,33 +91,6 @@ def test_reference_batch_that_does_not_split_into_k_is_a_clear_error():
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before))  # nothing stepped
 
 
-# ---------------------------------------------------------------- correct versions and mistakes
-STEP_BASE = """
-    import torch
-    def sft_train_step(model, tokenizer, optimizer, batch_examples, gradient_accumulation_steps, max_grad_norm=1.0,
-                       scheduler=None, tokenize_fn=None, log_probs_fn=None, train_step_fn=None):
-        k = gradient_accumulation_steps
-        if len(batch_examples) % k != 0:
-            raise ValueError("the batch does not split into k micro-batches")
-        micro = len(batch_examples) // k
-        total, tokens, nll = 0.0, 0, 0.0
-        for j in range(k):
-            chunk = batch_examples[j * micro:(j + 1) * micro]
-            batch = tokenize_fn([e["prompt"] for e in chunk], [e["output"] for e in chunk], tokenizer)
-            mask = batch["response_mask"]
-            log_probs = log_probs_fn(model, batch["input_ids"], batch["labels"])["log_probs"]
-            loss, _ = train_step_fn(log_probs, mask, k)
-            total += float(loss)
-            tokens += int(mask.sum())
-            nll += float(torch.where(mask, -log_probs.detach(), 0.0).sum())
-            #CLIP_IN_LOOP
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))
-        optimizer.step()
-        if scheduler is not None:
-            scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        return {"loss": total, "grad_norm": grad_norm, "response_tokens": tokens, "nll_sum": nll}
-"""
 CORRECT = {
     "index_slices": STEP_BASE,
     # slices by a stride over the batch, tensors moved to the model's device, boolean indexing for the NLL
@@ -203,43 +177,6 @@ CORRECT = {
     """,
 }
 
-# the index-slices version with one part replaced each (a mistake is one such replacement)
-MISTAKES = {
-    # each micro-batch's gradient wipes the previous ones: only the last micro-batch trains
-    "zero_grad_between_micro_batches": (edited(STEP_BASE, (
-        "            batch = tokenize_fn(", "            optimizer.zero_grad(set_to_none=True)\n            batch = tokenize_fn(")),
-        ["k2_B4_clipped_with_schedule"]),
-    "clip_inside_the_loop": (edited(STEP_BASE, ("#CLIP_IN_LOOP", "torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)")),
-                             ["k2_B4_clipped_with_schedule"]),
-    "schedule_stepped_per_micro_batch": (edited(STEP_BASE, (
-        "#CLIP_IN_LOOP", "if scheduler is not None:\n                scheduler.step()"), (
-        "        if scheduler is not None:\n            scheduler.step()\n        optimizer.zero_grad", "        optimizer.zero_grad")),
-        ["k2_B4_clipped_with_schedule"]),
-    "schedule_never_stepped": (edited(STEP_BASE, ("        if scheduler is not None:\n            scheduler.step()\n", "")),
-                               ["k2_B4_clipped_with_schedule"]),
-    "norm_after_clipping": (edited(STEP_BASE, (
-        "grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))",
-        "torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)\n"
-        "        grad_norm = float(torch.norm(torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None])))")),
-        ["k2_B4_clipped_with_schedule"]),
-    "loss_averaged_over_micro_batches": (edited(STEP_BASE, ('"loss": total,', '"loss": total / k,')), ["k2_B4_clipped_with_schedule"]),
-    "k_not_passed_to_the_loss": (edited(STEP_BASE, ("train_step_fn(log_probs, mask, k)", "train_step_fn(log_probs, mask, 1)")),
-                                 ["k4_B4_not_clipped"]),
-    # the course_lib functions instead of the ones passed in (the student's own, in the notebook)
-    "passed_functions_ignored": (edited(STEP_BASE, ("    def sft_train_step(", "    import course_lib\n    def sft_train_step("), (
-        "batch = tokenize_fn(", "batch = course_lib.tokenize_prompt_and_output("), (
-        "log_probs_fn(model,", "course_lib.get_response_log_probs(model,"), (
-        "train_step_fn(log_probs,", "course_lib.sft_microbatch_train_step(log_probs,")), ["k1_B3"]),
-    "gradients_zeroed_first_not_last": (edited(STEP_BASE, (
-        "        micro = len(batch_examples) // k\n", "        micro = len(batch_examples) // k\n        optimizer.zero_grad()\n"), (
-        "        optimizer.zero_grad(set_to_none=True)\n        return", "        return")), ["k1_B3"]),
-    "uneven_batch_silently_truncated": (edited(STEP_BASE, (
-        "        if len(batch_examples) % k != 0:\n            raise ValueError(\"the batch does not split into k micro-batches\")\n", "")),
-        ["batch_does_not_split_into_k"]),
-    # an optimizer step per micro-batch: k small steps, not one step of the whole batch
-    "optimizer_stepped_per_micro_batch": (edited(STEP_BASE, (
-        "#CLIP_IN_LOOP", "optimizer.step()\n            optimizer.zero_grad(set_to_none=True)")), ["k2_B4_clipped_with_schedule"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES, draws=4)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, draws=4)

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autograder.mistakes.split_reasoning import BASE
 from course_lib import split_reasoning
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test
 
 SUITE = "split_reasoning"
 words = st.lists(st.sampled_from(["x", "7 + 5 = 12", "so", "12", "\n", " "]), max_size=4).map("".join)
@@ -55,31 +56,6 @@ def test_reference_nested_block_that_never_closes(completion, prefilled):
     assert answer == "" and reasoning.endswith("c")
 
 
-# ---------------------------------------------------------------- correct versions and mistakes
-BASE = """
-    def split_reasoning(completion, prefilled):
-        if prefilled:
-            text = completion
-        else:
-            text = completion.lstrip()
-            if not text.startswith("<think>"):
-                return None, completion.strip()
-            text = text[len("<think>"):]
-        depth = 1
-        i = 0
-        while i < len(text):
-            if text.startswith("<think>", i):
-                depth += 1
-                i += len("<think>")
-            elif text.startswith("</think>", i):
-                depth -= 1
-                if depth == 0:
-                    return text[:i].strip(), text[i + len("</think>"):].strip()
-                i += len("</think>")
-            else:
-                i += 1
-        return text.strip(), ""
-"""
 CORRECT = {
     "character_scan_depth_counter": BASE,
     # a stack of opening positions over the tags found by a regex
@@ -149,71 +125,6 @@ CORRECT = {
     """,
 }
 
-RETURN_UNCLOSED = 'return text.strip(), ""'
-STRIPPED = 'return text[:i].strip(), text[i + len("</think>"):].strip()'
-NESTING = """            if text.startswith("<think>", i):
-                depth += 1
-                i += len("<think>")
-            elif"""
-MISTAKES = {
-    # the first </think> closes the block, nested or not
-    "split_at_the_first_close": (edited(BASE, (NESTING, "            if")),
-                                 ["nested_block_prefilled", "nested_block_generated", "nested_block_that_never_closes"]),
-    "split_at_the_last_close": ("""
-        def split_reasoning(completion, prefilled):
-            text = completion if prefilled else completion.lstrip()
-            if not prefilled:
-                if not text.startswith("<think>"):
-                    return None, completion.strip()
-                text = text[len("<think>"):]
-            if "</think>" not in text:
-                return text.strip(), ""
-            reasoning, _, answer = text.rpartition("</think>")
-            return reasoning.strip(), answer.strip()
-    """, ["stray_close_in_the_answer", "nested_block_that_never_closes"]),
-    # a regex, non-greedy: the first close
-    "regex_non_greedy": ("""
-        import re
-        def split_reasoning(completion, prefilled):
-            text = ("<think>" + completion) if prefilled else completion
-            m = re.match(r"\\s*<think>(.*?)</think>(.*)", text, flags=re.S)
-            if m:
-                return m.group(1).strip(), m.group(2).strip()
-            m = re.match(r"\\s*<think>(.*)", text, flags=re.S)
-            if m:
-                return m.group(1).strip(), ""
-            return None, completion.strip()
-    """, ["nested_block_prefilled", "nested_block_generated", "prefilled_completion_that_opens_again"]),
-    "prefilled_ignored": (edited(BASE, ("        if prefilled:\n", "        if False:\n")),
-                          ["prefilled_single_block", "nested_block_prefilled"]),
-    "every_completion_read_as_prefilled": (edited(BASE, ("        if prefilled:\n", "        if True:\n")),
-                                           ["generated_single_block", "generated_direct_answers"]),
-    "nothing_stripped": (edited(BASE, (STRIPPED, 'return text[:i], text[i + len("</think>"):]'), (RETURN_UNCLOSED, 'return text, ""')),
-                         ["prefilled_single_block", "generated_single_block"]),
-    "direct_answer_not_stripped": (edited(BASE, ("return None, completion.strip()", "return None, completion")),
-                                   ["generated_direct_answers"]),
-    "unclosed_block_gives_none": (edited(BASE, (RETURN_UNCLOSED, 'return None, ""')),
-                                  ["prefilled_block_that_never_closes", "generated_block_that_never_closes"]),
-    "unclosed_block_read_as_the_answer": (edited(BASE, (RETURN_UNCLOSED, "return None, text.strip()")),
-                                          ["prefilled_block_that_never_closes", "generated_block_that_never_closes"]),
-    # the block opens at the first <think> anywhere
-    "think_found_anywhere": (edited(BASE, ("""            text = completion.lstrip()
-            if not text.startswith("<think>"):
-                return None, completion.strip()
-            text = text[len("<think>"):]""", """            at = completion.find("<think>")
-            if at < 0:
-                return None, completion.strip()
-            text = completion[at + len("<think>"):]""")), ["generated_direct_answers"]),
-    "whitespace_before_think_refused": (edited(BASE, ("text = completion.lstrip()", "text = completion")),
-                                        ["generated_single_block"]),
-    # a </think> alone taken as the end of a block in a generated completion
-    "close_without_open_is_a_block": (edited(BASE, ("""            if not text.startswith("<think>"):
-                return None, completion.strip()
-            text = text[len("<think>"):]""", """            if text.startswith("<think>"):
-                text = text[len("<think>"):]
-            elif "</think>" not in text:
-                return None, completion.strip()""")), ["generated_direct_answers"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES, draws=20)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, draws=20)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
+from autograder.mistakes.static_batch_generate import BASE
 from course_lib import continuous_batch_generate, static_batch_generate
 from course_lib.batching import DecodeStepMisuse, SyntheticDecodeStep
-from tests.helpers import BATCH_EOS, PROPERTY_SETTINGS, batch_requests, checked_batcher_run, corpus_tests, edited, many_draws_test
+from tests.helpers import BATCH_EOS, PROPERTY_SETTINGS, batch_requests, checked_batcher_run, corpus_tests, many_draws_test
 
 SUITE = "static_batch_generate"
 
@@ -72,43 +73,6 @@ def test_synthetic_step_resets_on_prefill_and_raises_on_misuse():
     assert (step.prefills, step.decodes, step.fed) == (3, 2, 2)
 
 
-# ---------------------------------------------------------------- correct versions and mistakes
-BASE = """
-    def static_batch_generate(step, requests, batch_size, eos_id):
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
-        for r in requests:
-            if len(r["prompt_ids"]) == 0 or r["max_tokens"] < 1:
-                raise ValueError("every request needs prompt_ids and max_tokens >= 1")
-        outputs = [None] * len(requests)
-        admitted_at = [0] * len(requests)
-        steps = slot_steps = 0
-        for start in range(0, len(requests), batch_size):
-            rows = list(range(start, min(start + batch_size, len(requests))))
-            out = {}
-            active = []
-            for slot, i in enumerate(rows):
-                admitted_at[i] = steps
-                tok = step.prefill(slot, list(requests[i]["prompt_ids"]))
-                out[i] = [tok]
-                if tok != eos_id and len(out[i]) < requests[i]["max_tokens"]:
-                    active.append(slot)
-            while active:
-                toks = step.decode(active, [out[rows[s]][-1] for s in active])
-                steps += 1
-                slot_steps += len(active)
-                still = []
-                for s, tok in zip(active, toks):
-                    out[rows[s]].append(tok)
-                    if tok != eos_id and len(out[rows[s]]) < requests[rows[s]]["max_tokens"]:
-                        still.append(s)
-                active = still
-            for i in rows:
-                outputs[i] = out[i]
-        utilization = slot_steps / (steps * batch_size) if steps > 0 else 0.0
-        return {"outputs": outputs, "steps": steps, "prefills": len(requests), "slot_steps": slot_steps,
-                "utilization": utilization, "admitted_at": admitted_at}
-"""
 CORRECT = {
     "slot_list_and_a_dict_of_rows": BASE,
     # a deque of batches, per-row done flags, the batch's rows fed while any is not done
@@ -225,68 +189,6 @@ CORRECT = {
     """,
 }
 
-CHECK_PREFILL = 'if tok != eos_id and len(out[i]) < requests[i]["max_tokens"]:'
-CHECK_DECODE = 'if tok != eos_id and len(out[rows[s]]) < requests[rows[s]]["max_tokens"]:'
-UTILIZATION = "utilization = slot_steps / (steps * batch_size) if steps > 0 else 0.0"
-MIXED = ["mixed_lengths_12_requests_batch_4", "long_tail_16_requests_batch_4"]
-MISTAKES = {
-    # finished rows still fed (a pad token's worth of work each, the way a GPU batch pads): the
-    # contract keeps them idle, and the step refuses to decode a finished request
-    "finished_rows_still_fed": (edited(BASE, ("                active = still\n", "")),
-                                ["mixed_lengths_12_requests_batch_4", "eos_only_8_requests_batch_3"]),
-    # eos ends the request but is not kept in its output
-    "eos_not_in_the_output": (edited(BASE, ("out[rows[s]].append(tok)", "out[rows[s]].append(tok) if tok != eos_id else None"),
-                                     ("out[i] = [tok]", "out[i] = [tok] if tok != eos_id else []"),
-                                     (CHECK_PREFILL, 'if tok != eos_id and len(out[i]) + 1 < requests[i]["max_tokens"]:')),
-                              ["eos_only_8_requests_batch_3", "finish_at_prefill_10_requests_batch_2"]),
-    # one token short at max_tokens: the request stops after max_tokens - 1
-    "last_token_at_max_tokens_lost": (edited(BASE, (CHECK_DECODE, 'if tok != eos_id and len(out[rows[s]]) < requests[rows[s]]["max_tokens"] - 1:')),
-                                      ["max_tokens_only_9_requests_batch_3"]),
-    # <= for <: one token past max_tokens (the step refuses to decode a request that has finished)
-    "one_token_past_max_tokens": (edited(BASE, (CHECK_DECODE, 'if tok != eos_id and len(out[rows[s]]) <= requests[rows[s]]["max_tokens"]:')),
-                                  ["max_tokens_only_9_requests_batch_3"]),
-    # a request finished by its prefill (eos first, or max_tokens 1) decoded anyway
-    "prefill_token_not_checked": (edited(BASE, (CHECK_PREFILL, "if True:")),
-                                  ["finish_at_prefill_10_requests_batch_2", "every_request_one_token_6_requests_batch_4"]),
-    # outputs appended as the requests finish
-    "outputs_in_completion_order": (edited(BASE, ("outputs = [None] * len(requests)", "outputs = []"),
-                                           ("                    out[rows[s]].append(tok)\n",
-                                            "                    out[rows[s]].append(tok)\n"
-                                            "                    if tok == eos_id or len(out[rows[s]]) == requests[rows[s]]['max_tokens']:\n"
-                                            "                        outputs.append(out[rows[s]])\n"),
-                                           ("            for i in rows:\n                outputs[i] = out[i]\n",
-                                            "            outputs += [out[i] for i in rows if len(out[i]) == 1]\n")),
-                                    MIXED),
-    # the utilization over the slots busy in each step: 1.0 whatever the waste
-    "utilization_over_busy_rows": (edited(BASE, (UTILIZATION, "utilization = slot_steps / slot_steps if steps > 0 else 0.0")),
-                                   MIXED),
-    # the utilization over the rows of each batch: a last, smaller batch counted full
-    "utilization_over_the_rows_of_a_batch": (edited(BASE, ("        steps = slot_steps = 0\n", "        steps = slot_steps = capacity = 0\n"),
-                                                    ("                steps += 1\n", "                steps += 1\n                capacity += len(rows)\n"),
-                                                    (UTILIZATION, "utilization = slot_steps / capacity if steps > 0 else 0.0")),
-                                             ["partial_last_batch_10_requests_batch_4", "more_slots_than_requests_3_requests_batch_8"]),
-    "utilization_divides_by_zero": (edited(BASE, (UTILIZATION, "utilization = slot_steps / (steps * batch_size)")),
-                                    ["every_request_one_token_6_requests_batch_4", "no_requests_batch_4"]),
-    # each batch's prefill counted as a step
-    "prefill_round_counted_as_a_step": (edited(BASE, ("            active = []\n", "            active = []\n            steps += 1\n")),
-                                        MIXED),
-    # batches of requests of similar max_tokens: fewer wasted slots, but not the contract's batches
-    "batches_sorted_by_max_tokens": (edited(BASE, ("rows = list(range(start, min(start + batch_size, len(requests))))",
-                                                   "rows = sorted(range(len(requests)), key=lambda k: requests[k]['max_tokens'])[start:start + batch_size]")),
-                                     MIXED),
-    # the batch number, not the decode-step index
-    "admitted_at_is_the_batch_number": (edited(BASE, ("admitted_at[i] = steps", "admitted_at[i] = start // batch_size")),
-                                        MIXED),
-    # the request's own prompt list used as the running sequence: the caller's requests grow
-    "prompt_list_used_as_the_sequence": (edited(BASE, ("out[i] = [tok]", "out[i] = [tok]\n                requests[i]['prompt_ids'].append(tok)")),
-                                         MIXED),
-    "no_value_errors": (edited(BASE, ("""        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
-        for r in requests:
-            if len(r["prompt_ids"]) == 0 or r["max_tokens"] < 1:
-                raise ValueError("every request needs prompt_ids and max_tokens >= 1")
-""", "")), ["error_batch_size_negative", "error_max_tokens_0"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT)

@@ -9,8 +9,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autograder.mistakes.thinking_flags import BASE
 from course_lib import thinking_flags
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, seeds
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, seeds
 
 SUITE = "thinking_flags"
 
@@ -42,15 +43,6 @@ def test_reference_errors(ratio):
         thinking_flags(4, ratio, torch.Generator().manual_seed(0))
 
 
-# ---------------------------------------------------------------- correct versions and mistakes
-BASE = """
-    import torch
-    def thinking_flags(n, thinking_ratio, generator):
-        if not 0 <= thinking_ratio <= 1:
-            raise ValueError(f"thinking_ratio must be in [0, 1], got {thinking_ratio}")
-        u = torch.rand(n, generator=generator)
-        return (u < thinking_ratio).tolist()
-"""
 CORRECT = {
     "vectorised_tolist": BASE,
     # a comprehension over Python floats
@@ -85,30 +77,6 @@ CORRECT = {
     """,
 }
 
-RETURN = "return (u < thinking_ratio).tolist()"
-DRAW = "u = torch.rand(n, generator=generator)"
-MISTAKES = {
-    "flags_inverted": (edited(BASE, (RETURN, "return (u >= thinking_ratio).tolist()")),
-                       ["half_of_16", "ratio_0_never_thinks", "ratio_1_always_thinks"]),
-    "against_one_minus_the_ratio": (edited(BASE, (RETURN, "return (u < 1 - thinking_ratio).tolist()")),
-                                    ["quarter_of_48", "ratio_0_never_thinks", "ratio_1_always_thinks"]),
-    "le_instead_of_lt": (edited(BASE, (RETURN, "return (u <= thinking_ratio).tolist()")), ["ratio_equal_to_a_draw"]),
-    # one draw decides the mode of every prompt
-    "one_draw_for_every_prompt": (edited(BASE, (DRAW, "u = torch.rand(1, generator=generator).expand(n)")),
-                                  ["half_of_16", "quarter_of_48"]),
-    "generator_ignored": (edited(BASE, (DRAW, "u = torch.rand(n)")), ["half_of_16", "quarter_of_48"]),
-    "draws_in_float64": (edited(BASE, (DRAW, "u = torch.rand(n, generator=generator, dtype=torch.float64)")),
-                         ["half_of_16", "quarter_of_48"]),
-    "a_tensor_returned": (edited(BASE, (RETURN, "return u < thinking_ratio")), ["half_of_16", "ratio_1_always_thinks"]),
-    "ratio_not_checked": (edited(BASE, ("""        if not 0 <= thinking_ratio <= 1:
-            raise ValueError(f"thinking_ratio must be in [0, 1], got {thinking_ratio}")
-""", "")), ["error_ratio_negative", "error_ratio_above_1", "error_ratio_a_percentage"]),
-    # a ratio above 1 clamped instead of refused
-    "ratio_clamped": (edited(BASE, ("""        if not 0 <= thinking_ratio <= 1:
-            raise ValueError(f"thinking_ratio must be in [0, 1], got {thinking_ratio}")
-""", """        thinking_ratio = min(max(thinking_ratio, 0.0), 1.0)
-""")), ["error_ratio_negative", "error_ratio_above_1"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES, draws=20)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, draws=20)

@@ -9,8 +9,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autograder.mistakes.token_level_rewards import ARGMAX, CUMSUM, LOOP_OVER_ROWS
 from course_lib import token_level_rewards
-from tests.helpers import (PROPERTY_SETTINGS, corpus_tests, edited, many_draws_test, mask_of, randn,
+from tests.helpers import (PROPERTY_SETTINGS, corpus_tests, many_draws_test, mask_of, randn,
                            response_runs, seeds, with_garbage)
 
 SUITE = "token_level_rewards"
@@ -119,47 +120,10 @@ def test_reference_rejects_bad_shapes():
 # ---------------------------------------------------------------- correct versions and mistakes
 CORRECT = {
     # the last 1 is the first 1 of the flipped row; rows without a response are left out of the assignment
-    "argmax_on_the_flipped_mask": """
-        import torch
-        def token_level_rewards(scores, response_mask, kl=None, kl_coef=0.0):
-            mask = response_mask.bool()
-            dtype = scores.dtype if kl is None else torch.promote_types(scores.dtype, kl.dtype)
-            T = mask.shape[1]
-            last = T - 1 - torch.argmax(mask.flip(dims=[1]).int(), dim=1)
-            rewards = torch.zeros(mask.shape, dtype=dtype)
-            has = mask.any(dim=1)
-            rows = torch.arange(mask.shape[0])[has]
-            rewards[rows, last[has]] = scores[has].to(dtype)
-            if kl is not None:
-                rewards = rewards - kl_coef * kl.to(dtype) * mask
-            return rewards
-    """,
+    "argmax_on_the_flipped_mask": ARGMAX,
     # the position where the running count reaches the row's count, on a response token
-    "cumsum_equals_sum": """
-        import torch
-        def token_level_rewards(scores, response_mask, kl=None, kl_coef=0.0):
-            m = response_mask.long()
-            is_last = (m.cumsum(-1) == m.sum(-1, keepdim=True)) & (m == 1)
-            rewards = torch.where(is_last, scores.unsqueeze(-1), torch.zeros((), dtype=scores.dtype))
-            if kl is not None:
-                rewards = rewards - kl_coef * torch.where(m == 1, kl, torch.zeros((), dtype=kl.dtype))
-            return rewards
-    """,
-    "loop_over_rows": """
-        import torch
-        def token_level_rewards(scores, response_mask, kl=None, kl_coef=0.0):
-            B, T = response_mask.shape
-            dtype = scores.dtype if kl is None else torch.promote_types(scores.dtype, kl.dtype)
-            rewards = torch.zeros(B, T, dtype=dtype)
-            for b in range(B):
-                idx = torch.nonzero(response_mask[b]).flatten()
-                if len(idx) == 0:
-                    continue
-                rewards[b, idx[-1]] = scores[b]
-                if kl is not None:
-                    rewards[b, idx] -= kl_coef * kl[b, idx]
-            return rewards
-    """,
+    "cumsum_equals_sum": CUMSUM,
+    "loop_over_rows": LOOP_OVER_ROWS,
     # the largest masked position (-1 for an empty row), then a scatter of the scores
     "scatter_at_the_largest_masked_position": """
         import torch
@@ -191,63 +155,6 @@ CORRECT = {
     """,
 }
 
-ARGMAX = CORRECT["argmax_on_the_flipped_mask"]
-LAST = "last = T - 1 - torch.argmax(mask.flip(dims=[1]).int(), dim=1)"
-ASSIGN = "rewards[rows, last[has]] = scores[has].to(dtype)"
-KL = "rewards = rewards - kl_coef * kl.to(dtype) * mask"
-CUMSUM = CORRECT["cumsum_equals_sum"]
-MISTAKES = {
-    # a response length is not an index: the prompt is ignored, and an empty row's -1 is the last column
-    "index_at_mask_sum_minus_1": (edited(ARGMAX, (LAST, "last = mask.sum(dim=1) - 1"),
-                                         (ASSIGN, "rewards[torch.arange(mask.shape[0]), last] = scores.to(dtype)")),
-                                  ["score_only_float32_B4_T12", "kl_coef_0.1_float32_B4_T16",
-                                   "empty_rows_score_only_long_mask_B4_T6"]),
-    # argmax of the mask itself: the first response token
-    "reward_on_the_first_response_token": (edited(ARGMAX, (LAST, "last = torch.argmax(mask.int(), dim=1)")),
-                                           ["score_only_float32_B4_T12", "square_score_only_B6_T6"]),
-    # first + length, one past the last: the first pad (clamped, after the IndexError a response ending the row gave)
-    "reward_one_past_the_last_response_token": (
-        edited(ARGMAX, (LAST, "last = (torch.argmax(mask.int(), dim=1) + mask.sum(dim=1)).clamp(max=T - 1)")),
-        ["score_only_float32_B4_T12", "kl_coef_0.1_float32_B4_T16", "single_token_responses_kl_coef_0.1_B4_T10"]),
-    "kl_subtracted_on_every_position": (edited(ARGMAX, (KL, "rewards = rewards - kl_coef * kl.to(dtype)")),
-                                        ["kl_coef_0.1_float32_B4_T16", "kl_coef_0.3_float64_long_mask_B4_T14",
-                                         "empty_rows_kl_coef_0.1_B5_T8"]),
-    "kl_added_instead_of_subtracted": (edited(ARGMAX, (KL, "rewards = rewards + kl_coef * kl.to(dtype) * mask")),
-                                       ["kl_coef_0.1_float32_B4_T16", "kl_coef_0.05_float_mask_B3_T20"]),
-    "kl_coef_ignored": (edited(ARGMAX, (KL, "rewards = rewards - kl.to(dtype) * mask")),
-                        ["kl_coef_0.1_float32_B4_T16", "kl_given_coef_0_float32_B4_T12",
-                         "kl_given_default_coef_B3_T9"]),
-    # the argmax of an all-0 row is 0: T - 1 - 0 names the last column
-    "empty_row_not_left_at_0": (edited(ARGMAX, (ASSIGN, "rewards[torch.arange(mask.shape[0]), last] = scores.to(dtype)")),
-                                ["empty_rows_kl_coef_0.1_B5_T8", "empty_rows_score_only_long_mask_B4_T6", "T1_B4"]),
-    # without `& (m == 1)`: the running count also equals the count on every pad after the response
-    "cumsum_equals_sum_without_the_mask": (edited(CUMSUM, ("is_last = (m.cumsum(-1) == m.sum(-1, keepdim=True)) & (m == 1)",
-                                                           "is_last = m.cumsum(-1) == m.sum(-1, keepdim=True)")),
-                                           ["score_only_float32_B4_T12", "empty_rows_score_only_long_mask_B4_T6"]),
-    # (B,) scores against (B, T) without [:, None]: broadcast along the positions, silently when B = T
-    "scores_broadcast_over_the_positions": (edited(CUMSUM, ("scores.unsqueeze(-1)", "scores")),
-                                            ["square_score_only_B6_T6", "square_kl_coef_0.2_float64_B7_T7",
-                                             "score_only_float32_B4_T12"]),
-    # torch.zeros(B, T) is float32 whatever the scores are (and the in-place -= keeps it)
-    "always_float32": (edited(CORRECT["loop_over_rows"], ("rewards = torch.zeros(B, T, dtype=dtype)",
-                                                         "rewards = torch.zeros(B, T)")),
-                       ["score_only_float64_long_mask_B5_T10", "kl_coef_0.3_float64_long_mask_B4_T14"]),
-    # zeros of the scores' dtype and an in-place -=: float32 scores with float64 kl stay float32
-    "in_place_subtraction_keeps_the_scores_dtype": (
-        edited(ARGMAX, ("dtype = scores.dtype if kl is None else torch.promote_types(scores.dtype, kl.dtype)",
-                        "dtype = scores.dtype"),
-               (KL, "rewards -= kl_coef * kl * mask")),
-        ["mixed_scores_float32_kl_float64_B3_T10"]),
-    # the caller's kl zeroed outside the response, in place
-    "kl_zeroed_in_place": (edited(ARGMAX, (KL, "rewards = rewards - kl_coef * kl.mul_(response_mask).to(dtype)")),
-                           ["kl_coef_0.1_float32_B4_T16", "kl_given_coef_0_float32_B4_T12"]),
-    # the KL term guarded by the coefficient: kl=None with kl_coef=0.1 multiplies None
-    "kl_guarded_by_kl_coef": (edited(ARGMAX, ("if kl is not None:", "if kl_coef:")),
-                              ["kl_none_with_coef_0.1_B3_T10"]),
-    # torch.where needs a bool condition: a long or float mask raises
-    "mask_not_made_bool": (edited(CUMSUM, ("torch.where(m == 1, kl,", "torch.where(response_mask, kl,")),
-                           ["kl_coef_0.05_float_mask_B3_T20", "kl_coef_0.3_float64_long_mask_B4_T14"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT)

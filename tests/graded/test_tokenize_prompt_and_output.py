@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
+from autograder.mistakes.tokenize_prompt_and_output import TOKENIZE_BASE
 from course_lib import tokenize_prompt_and_output
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, course_tokenizer, edited
+from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, course_tokenizer
 
 SUITE = "tokenize_prompt_and_output"
 
@@ -89,24 +90,6 @@ def test_reference_layout_on_the_course_tokenizer(pairs):
         assert (labels[i, p + o - 1:] == tok.pad_token_id).all()  # right padding with the pad id
 
 
-# ---------------------------------------------------------------- correct versions and mistakes
-TOKENIZE_BASE = """
-    import torch
-    def tokenize_prompt_and_output(prompt_strs, output_strs, tokenizer):
-        if len(prompt_strs) != len(output_strs):
-            raise ValueError("lengths differ")
-        if tokenizer.pad_token_id is None:
-            raise ValueError("no pad token")
-        P = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompt_strs]
-        O = [tokenizer(o, add_special_tokens=False)["input_ids"] for o in output_strs]
-        L = max(len(p) + len(o) for p, o in zip(P, O))
-        full = torch.full((len(P), L), tokenizer.pad_token_id, dtype=torch.long)
-        is_out = torch.zeros((len(P), L), dtype=torch.bool)
-        for i, (p, o) in enumerate(zip(P, O)):
-            full[i, :len(p) + len(o)] = torch.tensor(p + o, dtype=torch.long)
-            is_out[i, len(p):len(p) + len(o)] = True
-        return {"input_ids": full[:, :-1], "labels": full[:, 1:], "response_mask": is_out[:, 1:]}
-"""
 CORRECT = {
     # per-example tokenization, a pre-filled pad tensor, the mask written row by row
     "per_example_loop": TOKENIZE_BASE,
@@ -169,53 +152,6 @@ CORRECT = {
     """,
 }
 
-# the per-example version with one part replaced each (a mistake is one such replacement)
-MISTAKES = {
-    # the default adds the tokenizer's BOS (and EOS) to every text: the strings already hold the format
-    "special_tokens_added": (edited(TOKENIZE_BASE, ("tokenizer(p, add_special_tokens=False)", "tokenizer(p)"),
-                                    ("tokenizer(o, add_special_tokens=False)", "tokenizer(o)")),
-                             ["tokenizer_adds_bos", "tokenizer_adds_bos_and_eos"]),
-    # tokens merge across the boundary of prompt and output when the two are tokenized together
-    "prompt_and_output_tokenized_together": (edited(TOKENIZE_BASE, (
-        'O = [tokenizer(o, add_special_tokens=False)["input_ids"] for o in output_strs]',
-        'O = [tokenizer(p + o, add_special_tokens=False)["input_ids"][len(q):] for p, o, q in zip(prompt_strs, output_strs, P)]')),
-        ["prompt_ends_mid_word"]),
-    # padded with id 0, whatever the tokenizer's pad token is
-    "padded_with_0": (edited(TOKENIZE_BASE, ("tokenizer.pad_token_id, dtype", "0, dtype")), ["pad_token_is_not_id_0"]),
-    # the mask of the tokens, not of the labels: one position off
-    "mask_not_shifted": (edited(TOKENIZE_BASE, ('"response_mask": is_out[:, 1:]', '"response_mask": is_out[:, :-1]')),
-                         ["r1_zero_batch_of_three"]),
-    # the labels are the input ids: no next-token shift
-    "labels_not_shifted": (edited(TOKENIZE_BASE, ('"labels": full[:, 1:]', '"labels": full[:, :-1]')),
-                           ["r1_zero_batch_of_three"]),
-    # the mask runs on to the end of the row, over the padding
-    "mask_covers_padding": (edited(TOKENIZE_BASE, ("is_out[i, len(p):len(p) + len(o)] = True",
-                                                   "is_out[i, len(p):] = True")),
-                            ["r1_zero_batch_of_three"]),
-    # a mask of 0s and 1s, not booleans
-    "mask_as_long": (edited(TOKENIZE_BASE, ('"response_mask": is_out[:, 1:]', '"response_mask": is_out[:, 1:].long()')),
-                     ["single_example"]),
-    # the padding on the left of each row, not on the right
-    "left_padding": (edited(TOKENIZE_BASE, (
-        "full[i, :len(p) + len(o)] = torch.tensor(p + o, dtype=torch.long)\n            is_out[i, len(p):len(p) + len(o)] = True",
-        "full[i, L - len(p) - len(o):] = torch.tensor(p + o, dtype=torch.long)\n            is_out[i, L - len(o):] = True")),
-        ["r1_zero_batch_of_three"]),
-    # bad input is not a ValueError: the lengths and the pad token never checked
-    "no_value_errors": (edited(TOKENIZE_BASE, ("""        if len(prompt_strs) != len(output_strs):
-            raise ValueError("lengths differ")
-        if tokenizer.pad_token_id is None:
-            raise ValueError("no pad token")
-""", "")), ["more_prompts_than_outputs", "tokenizer_without_pad_token"]),
-    # int32 ids, not the contract's long
-    "ids_as_int32": (edited(TOKENIZE_BASE, ("tokenizer.pad_token_id, dtype=torch.long",
-                                            "tokenizer.pad_token_id, dtype=torch.int32")),
-                     ["single_example"]),
-    # an EOS after each output (a habit from pretraining data): the strings already end as they should
-    "eos_appended_to_the_output": (edited(TOKENIZE_BASE, (
-        'O = [tokenizer(o, add_special_tokens=False)["input_ids"] for o in output_strs]',
-        'O = [tokenizer(o, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for o in output_strs]')),
-        ["single_example"]),
-}
 
-test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, MISTAKES)
-test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, MISTAKES, draws=12)
+test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT)
+test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, draws=12)

@@ -1,0 +1,214 @@
+"""Each known mistake's signature on a draw of cases: what the judge compares a failing function with.
+
+When a suite's cases are made (`autograder.cases.make_suite_cases`), each mistake of its
+catalogue (`autograder.mistakes`) runs on every case as a student's function runs in the judge:
+where the references of the open assignments are stubs and the suite's tripwire names trip
+(`references_hidden`). Its *signature* is the cases it fails against the truth. On each of them
+its outputs become an expected tree made the way the truth's is (`autograder.compare.expected_tree`
+of the mistake in float64 against its own run in the case's precision: a tolerance for its own
+rounding), so that a student who makes the same mistake with other rounding still matches; an
+error (a raised exception, the tripwire) is kept as the judge's error code.
+
+Per mistake, the case file holds
+
+    {"sentence": str, "signature": {case: {"expected": tree} | {"error": code}}, "near_tie": [case]}
+
+"near_tie" lists the signature cases on which the mistake's own float64 run was not near its run in
+the case's precision (or gave another structure): there the tree is its own run, with the
+tolerance of that run's rounding only. An empty signature (the mistake passes every case of this
+draw) is kept as it is: nothing names it on that draw, and the tests report it. No source is kept:
+what recognition needs is outputs, and a case file of practice cases goes into a student kit.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from contextlib import contextmanager
+from types import ModuleType
+
+import torch
+
+
+class ReferenceCalled(RuntimeError):
+    """A mistake called a reference the judge's runner would have tripped on."""
+
+
+def hidden_names(suite: ModuleType) -> tuple[frozenset[str], frozenset[str]]:
+    """(stubbed, tripwire): the course_lib names a student's function finds stubbed in the judge
+    (`autograder.stubs.stub_for_suite`: every graded name of the suite's assignment and later) and
+    those the runner's tripwire replaces (`autograder.runner.install_tripwire`)."""
+    from .suite_api import suite_settings
+
+    return _hidden_names(suite.GRADED, tuple(suite_settings(suite)["tripwire"]))
+
+
+@functools.lru_cache(maxsize=None)
+def _hidden_names(graded: str, tripwire: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str]]:
+    from .assignments import assignment_of, open_names
+
+    own = assignment_of(graded)
+    stubbed = {g.name for g in open_names(own)}
+    if own is None:  # no lesson grades it yet: its own name and tripwire are stubs too
+        stubbed |= {graded, *tripwire}
+    return frozenset(stubbed), frozenset(tripwire)
+
+
+@contextmanager
+def references_hidden(suite: ModuleType):
+    """Within: the course_lib names of `hidden_names(suite)` replaced in every loaded course_lib
+    module as the judge's runner finds them (a tripwire name raises ReferenceCalled and is recorded
+    in the yielded list; a stubbed function raises NotImplementedError; a stubbed constant is None).
+    Graded classes are left as they are (no catalogued mistake uses one). Restored on exit. What the
+    code run within prints or warns is dropped, as the judge drops a student's output."""
+    import contextlib
+    import io
+    import warnings
+
+    import course_lib  # noqa: F401 - every submodule loaded before the names are replaced
+
+    stubbed, tripwire = hidden_names(suite)
+    tripped: list[str] = []
+    saved = []
+
+    def stand_in(name: str, obj):
+        if name in tripwire:
+            def tripwire_fn(*args, _name=name, **kwargs):
+                tripped.append(_name)
+                raise ReferenceCalled(f"course_lib.{_name} is the reference implementation")
+            return tripwire_fn
+        if isinstance(obj, type):
+            return obj
+        if callable(obj):
+            def stub(*args, _name=name, **kwargs):
+                raise NotImplementedError(f"{_name} is a stub here")
+            return stub
+        return None
+
+    modules = [m for key, m in list(sys.modules.items()) if key == "course_lib" or key.startswith("course_lib.")]
+    try:
+        for module in modules:
+            for name in stubbed | tripwire:
+                if name in vars(module):
+                    saved.append((module, name, vars(module)[name]))
+                    setattr(module, name, stand_in(name, vars(module)[name]))
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield tripped
+    finally:
+        for module, name, obj in reversed(saved):
+            setattr(module, name, obj)
+
+
+def run_as_judged(suite: ModuleType, fn, inputs: dict, tripped: list[str]) -> dict:
+    """{"outputs": plain outputs} or {"error": the judge's error code} of `fn` on one case, inside
+    `references_hidden` (the codes of `autograder.trial._compare_into`)."""
+    from .report import error_code
+    from .suite_api import run_case
+
+    before = len(tripped)
+    try:
+        outputs = run_case(suite, fn, inputs)
+    except Exception:  # noqa: BLE001 - an output the comparison cannot walk, as in the runner
+        return {"error": "unusable"}
+    if len(tripped) > before:
+        return {"error": "reference"}
+    if "__error__" in outputs:
+        return {"error": error_code(outputs["__error__"])}
+    return {"outputs": outputs}
+
+
+def fails(result: dict, case: dict, settings: dict) -> bool:
+    """Whether a result ({"outputs"} or {"error"}) fails a case against its truth."""
+    from .compare import compare
+
+    if "error" in result:
+        return True
+    try:
+        return bool(compare(result["outputs"], case["expected"], settings))
+    except Exception:  # noqa: BLE001 - outputs the comparison cannot walk: a failure, as in the judge
+        return True
+
+
+def mistake_tree(suite: ModuleType, fn, case: dict, native: dict, tripped: list[str]) -> tuple[object, bool]:
+    """(expected tree of the mistake's outputs on one case, whether it fell back to its own run):
+    its run in the case's precision against its run in float64, as the truth's tree is made (with,
+    where the suite sets PERTURB, its run on the inputs moved by one unit of rounding: the training
+    steps, whose float64 updates another process's summation order moves by more than eps)."""
+    from .cases import case_precision, perturb, truth_inputs
+    from .compare import NearTie, TruthMismatch, expected_tree
+
+    precision = case_precision(case["inputs"])
+    eps = torch.finfo(precision).eps
+    if precision == torch.float64 and not hasattr(suite, "truth_inputs"):
+        wide = native
+    else:
+        wide = run_as_judged(suite, fn, truth_inputs(suite, case["inputs"]), tripped).get("outputs")
+    others = []
+    if getattr(suite, "PERTURB", False):
+        moved = run_as_judged(suite, fn, perturb(case["inputs"], torch.Generator().manual_seed(len(case["name"]))),
+                              tripped).get("outputs")
+        others = [moved] if moved is not None else []
+    for variants in (others, []):  # a perturbed run of another structure is dropped, not the tree
+        if wide is not None:
+            try:
+                return expected_tree(native, wide, variants, eps), False
+            except (NearTie, TruthMismatch):
+                pass
+    return expected_tree(native, native, [], eps), True
+
+
+def mistake_results(suite: ModuleType, source: str, cases: list[dict]) -> dict[str, dict]:
+    """{case name: `run_as_judged` result} of the function a cell's `source` defines, on every case,
+    as the judge runs it (the cell itself runs inside `references_hidden`: a name it imports from
+    course_lib is the stand-in, as the judge's unpickled function finds it)."""
+    from .mistakes import function_from
+
+    with references_hidden(suite) as tripped:
+        fn = function_from(source, suite.GRADED)
+        return {case["name"]: run_as_judged(suite, fn, case["inputs"], tripped) for case in cases}
+
+
+def signature_of(suite: ModuleType, source: str, cases: list[dict], results: dict[str, dict]) -> tuple[dict, list[str]]:
+    """(signature, near ties) of one mistake (its cell's `source`) from its `results` on `cases`
+    (see the module docstring)."""
+    from .mistakes import function_from
+    from .suite_api import suite_settings
+
+    settings = suite_settings(suite)
+    signature, near = {}, []
+    with references_hidden(suite) as tripped:
+        fn = function_from(source, suite.GRADED)
+        for case in cases:
+            result = results[case["name"]]
+            if not fails(result, case, settings):
+                continue
+            if "error" in result:
+                signature[case["name"]] = {"error": result["error"]}
+                continue
+            tree, fell_back = mistake_tree(suite, fn, case, result["outputs"], tripped)
+            signature[case["name"]] = {"expected": tree}
+            if fell_back:
+                near.append(case["name"])
+    return signature, near
+
+
+def draw_signatures(name: str, suite: ModuleType, cases: list[dict]) -> tuple[dict[str, dict], dict[str, dict]]:
+    """({mistake name: its sentence, signature and near ties}, {mistake name: its results}) on
+    `cases` (made with their expected trees), for every mistake of suite `name`'s catalogue that
+    outputs can recognise (see the module docstring and `autograder.mistakes.Mistake`)."""
+    from .mistakes import catalogue
+
+    out, results = {}, {}
+    for label, mistake in catalogue(name).items():
+        if not mistake.recognisable:
+            continue
+        results[label] = mistake_results(suite, mistake.source, cases)
+        signature, near = signature_of(suite, mistake.source, cases, results[label])
+        out[label] = {"sentence": mistake.sentence, "signature": signature, "near_tie": near}
+    return out, results
+
+
+def signatures(name: str, suite: ModuleType, cases: list[dict]) -> dict[str, dict]:
+    """What a case file holds of the known mistakes (`draw_signatures`, without their results)."""
+    return draw_signatures(name, suite, cases)[0]
