@@ -38,12 +38,14 @@ def _matches(seen: dict | None, want: dict, settings: dict) -> bool:
 STUB = "raised NotImplementedError"  # what the release's stub of a graded function raises, on every case
 
 
-def recognise(seen: dict[str, dict], signatures: dict[str, dict], settings: dict) -> list[dict]:
+def recognise(seen: dict[str, dict], signatures: dict[str, dict], settings: dict, *,
+              error_cases=()) -> list[dict]:
     """[{"name", "sentence"}] of the mistakes whose whole signature `seen` matches; `seen` maps a
     case name to the function's result there: {"outputs": plain outputs} or {"error": its code}.
-    A function that raises NotImplementedError on every case is the unfinished stub: nothing is
-    named for it, whatever a mistake's errors."""
-    if unfinished(seen):
+    A function that is still the unfinished stub (`unfinished`) gets no name, whatever a mistake's
+    errors: on a suite's error cases its NotImplementedError is "another exception", as a mistake's
+    KeyError is."""
+    if unfinished(seen, error_cases=error_cases):
         return []
     named = []
     for name, entry in (signatures or {}).items():
@@ -53,9 +55,12 @@ def recognise(seen: dict[str, dict], signatures: dict[str, dict], settings: dict
     return named
 
 
-def unfinished(seen: dict[str, dict]) -> bool:
-    """Whether the function raised NotImplementedError on every case: a stub, its own or one it calls."""
-    return bool(seen) and all(s.get("error") == STUB for s in seen.values())
+def unfinished(seen: dict[str, dict], *, error_cases=()) -> bool:
+    """Whether the function raised NotImplementedError on every case but the suite's `error_cases`
+    (names; a suite records there which exception was raised, as an output): a stub, its own or
+    one it calls."""
+    math = [s for case, s in seen.items() if case not in set(error_cases)]
+    return bool(math) and all(s.get("error") == STUB for s in math)
 
 
 def errors_not_raised(entries: list[dict], cases: list[dict]) -> list[str]:

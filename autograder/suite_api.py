@@ -26,6 +26,8 @@ Optional settings:
 - truth(inputs) -> outputs: the float64 truth computed by the suite itself (a closed form),
   where the function's contract fixes a lower precision inside (e.g. rewards made into a
   float32 tensor from Python floats).
+- RAISES: {error case name: the phrase of the reference's `Raises:` section that states it}, for
+  each case whose expected output is an error (`tests/test_contracts.py` holds the two together).
 
 How expected outputs and tolerances are made from a suite: `autograder.cases`. How outputs are
 compared: `autograder.compare`. Student code (a kit, the grading sandbox) sees each suite's

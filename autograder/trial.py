@@ -205,6 +205,7 @@ def _compare_into(report: dict, results, cases: list[dict], settings: dict, mist
         report["cases"].append(entry)
     report["passed"] = bool(report["cases"]) and all(c["ok"] for c in report["cases"])
     if not report["passed"] and report["cases"]:
-        report["mistakes"] = recognise(seen, mistakes, settings)
+        error_cases = [c["name"] for c in cases if c.get("error_case")]
+        report["mistakes"] = recognise(seen, mistakes, settings, error_cases=error_cases)
         report["errors_not_raised"] = errors_not_raised(report["cases"], cases)
-        report["unfinished"] = unfinished(seen)
+        report["unfinished"] = unfinished(seen, error_cases=error_cases)

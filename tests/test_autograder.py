@@ -127,6 +127,13 @@ def test_recognition_names_what_matches_every_case_of_a_signature_and_nothing_el
     stub = {c: {"error": "raised NotImplementedError"} for c in ("c1", "c2")}
     assert recognise(stub, {"stubbed": {"sentence": "", "signature": {c: dict(v) for c, v in stub.items()}}}, SETTINGS) == []
     assert unfinished(stub) and not unfinished(same)
+    # on an error case a suite records the stub's NotImplementedError as "another exception", as it
+    # records a mistake's KeyError: the stub is still no KeyError mistake
+    keyerror = {"sentence": "", "signature": {"c2": {"expected": expect({"raises": "other"}, {"raises": "other"})}}}
+    stub_with_error_case = {"c1": {"error": "raised NotImplementedError"}, "c2": {"outputs": {"raises": "other"}}}
+    assert unfinished(stub_with_error_case, error_cases=["c2"]) and not unfinished(stub_with_error_case)
+    assert recognise(stub_with_error_case, {"keyerror": keyerror}, SETTINGS, error_cases=["c2"]) == []
+    assert [m["name"] for m in recognise(stub_with_error_case, {"keyerror": keyerror}, SETTINGS)] == ["keyerror"]
     cases = [{"name": "math", "error_case": False}, {"name": "error_beta_0", "error_case": True}]
     entries = [{"case": "math", "ok": True}, {"case": "error_beta_0", "ok": False}]
     assert errors_not_raised(entries, cases) == ["error_beta_0"]

@@ -24,6 +24,7 @@ import pytest
 
 from autograder.gradescope import TEST_TOOLS, build, requirement_name
 from autograder.gradescope_results import error_results, problems
+from autograder.mistakes import catalogue
 from autograder.sandbox import bubblewrap_works
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,11 +48,14 @@ def place():
 
 @pytest.fixture(scope="module")
 def built(place):
-    """The zip of 07, and the repository's hidden cases untouched by building it."""
+    """The zip of 07, and the repository's hidden case files that were there untouched by building it.
+    (Tests beside this one may add case files, and reading any touches a lock, meanwhile: so the
+    files that were there are compared, locks left out.)"""
     hidden = ROOT / "autograder" / "hidden"
-    before = sorted((p.name, p.stat().st_mtime_ns) for p in hidden.glob("*")) if hidden.is_dir() else []
+    files = [p for p in hidden.glob("*") if not p.name.startswith(".")] if hidden.is_dir() else []
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
     path = build("07", place / "zip")
-    after = sorted((p.name, p.stat().st_mtime_ns) for p in hidden.glob("*")) if hidden.is_dir() else []
+    after = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in files if p.exists()}
     assert before == after, "building the zip wrote into the repository's autograder/hidden/"
     return path
 
@@ -143,25 +147,29 @@ def test_the_solution_earns_full_marks_from_any_file_name_and_folder(place, sour
 
 @pytest.mark.slow
 def test_the_release_notebook_earns_nothing(place, source):
+    """The release notebook's stubs earn nothing, and each cell says it is still a stub: no mistake
+    is named for NotImplementedError."""
     release = nbformat.read(ROOT / "notebooks" / "07" / NOTEBOOK, as_version=4)
     data, out, _ = run_autograder(place, source, name="release", files={"07.ipynb": notebook_bytes(release)})
     tests = by_name(data)
     assert data["score"] == 0, out[-3000:]
     for cell in CELLS:
         assert tests[cell]["score"] == 0 and tests[cell]["status"] == "failed", tests[cell]
-        assert "Error" in tests[cell]["output"] and "hidden cases passed" not in tests[cell]["output"], tests[cell]
+        assert "the function is still a stub, or calls one" in tests[cell]["output"], tests[cell]
+        assert "known mistake" not in tests[cell]["output"], tests[cell]
     assert tests["Submission"]["status"] == "passed"  # it was graded: its status is ok
 
 
 @pytest.mark.slow
 def test_a_wrong_function_loses_its_cell_and_a_link_is_left_out(place, source):
-    """A step whose loss keeps its float32 type on float64 inputs passes the visible self-checks
-    (float32) and fails the hidden float64 cases: its cell reads the judge's redacted report (the
-    case and the output that is wrong, no value); the other cells keep their points. A link to the
-    hidden cases beside the notebook is left out and noted."""
+    """A step that never divides by gradient_accumulation_steps (a catalogued mistake) loses its cell:
+    its output reads the judge's redacted report (the failing cases, no value) and the mistake's
+    name and sentence; the other cells keep their points. A link to the hidden cases beside the
+    notebook is left out and noted."""
+    mistake = catalogue("grpo_microbatch_train_step")["step_no_division_by_accumulation_steps"]
     wrong = with_cell(solution(), "solution_grpo_microbatch_train_step", lambda s: s.replace(
         "loss = masked_mean(per_token, response_mask, dim=-1).mean() / gradient_accumulation_steps",
-        "loss = (masked_mean(per_token, response_mask, dim=-1).mean() / gradient_accumulation_steps).float()"))
+        "loss = masked_mean(per_token, response_mask, dim=-1).mean()"))
     hidden = source / "course" / "autograder" / "hidden" / "grpo_microbatch_train_step.pt"
     files = {"07.ipynb": notebook_bytes(wrong), "cases.pt": hidden}
     data, out, _ = run_autograder(place, source, name="wrong", files=files)
@@ -169,7 +177,8 @@ def test_a_wrong_function_loses_its_cell_and_a_link_is_left_out(place, source):
     step = tests["grpo_microbatch_train_step"]
     assert step["score"] == 0 and step["status"] == "failed", (step, out[-3000:])
     assert "HiddenCheckFailed: grpo_microbatch_train_step: " in step["output"], step["output"]
-    assert "has another dtype than the reference's" in step["output"] and "FAIL " in step["output"], step["output"]
+    assert "FAIL " in step["output"], step["output"]
+    assert f"known mistake step_no_division_by_accumulation_steps: {mistake.sentence}" in step["output"], step["output"]
     assert "largest error" not in step["output"] and "tolerance is" not in step["output"]
     assert data["score"] == 15 - 4 and all(tests[c]["score"] == MAX[c] for c in CELLS[:-1]), data
     assert "symbolic link(s) not followed and left out (cases.pt)" in tests["Submission"]["output"]
