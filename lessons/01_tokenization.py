@@ -99,7 +99,7 @@ expect(extract_gsm8k_answer("#### -3") == "-3", "the sign of a negative answer i
 expect(extract_gsm8k_answer("#### 3\nCorrected: 2 + 2 = 4\n#### 4") == "4",
        "two '####' lines: the answer is after the last one (the marker gsm8k_to_r1_zero cuts at), not the first")
 try:
-    extract_gsm8k_answer("The answer is 5.")
+    extract_gsm8k_answer("She ends up with 5 apples.")
     raised = False
 except ValueError:
     raised = True
