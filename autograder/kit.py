@@ -233,22 +233,39 @@ def harness_leaks(assignment: str) -> dict[str, list[str]]:
     return out
 
 
+TENSOR_STORAGE = re.compile(r"(^|/)data/\d+$")  # a torch.save archive's member that holds one storage's raw numbers
+
+
 def _texts(name: str, data: bytes):
-    """(where, text) of a file's content: the raw bytes, a notebook's cell sources, a zip's members."""
-    yield name, data.decode("latin-1")
+    """(where, text) of a file's content: the raw bytes, a notebook's cell sources; of a zip, its
+    members' names and contents (its raw bytes are compressed). In a torch.save archive (a zip with
+    a data.pkl) the tensor storages are left out: they are the raw bytes of numbers, while every
+    string it holds is in its pickle."""
+    members = _zip_members(data)
+    torch_archive = any(m.endswith("data.pkl") for m in members)
+    yield name, "\n".join(members) if members else data.decode("latin-1")
     if name.endswith(".ipynb"):
         try:
             nb = nbformat.reads(data.decode("utf-8"), as_version=4)
             yield name, "\n".join(c.source for c in nb.cells)
         except Exception:  # noqa: BLE001 - not a notebook after all: the raw bytes were scanned
             pass
-    if data[:4] == b"PK\x03\x04":
-        try:
-            with zipfile.ZipFile(io.BytesIO(data)) as z:
-                for member in z.namelist():
+    if members:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            for member in members:
+                if not (torch_archive and TENSOR_STORAGE.search(member)):
                     yield from _texts(f"{name}!{member}", z.read(member))
-        except zipfile.BadZipFile:
-            pass
+
+
+def _zip_members(data: bytes) -> list[str]:
+    """The member names of `data` when it is a zip, else []."""
+    if data[:4] != b"PK\x03\x04":
+        return []
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            return z.namelist()
+    except zipfile.BadZipFile:
+        return []
 
 
 def leaks(path: Path, assignment: str, secrets: set[str] | None = None) -> list[tuple[str, str]]:

@@ -22,6 +22,7 @@ what recognition needs is outputs, and a case file of practice cases goes into a
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from contextlib import contextmanager
@@ -152,10 +153,27 @@ def mistake_tree(suite: ModuleType, fn, case: dict, native: dict, tripped: list[
     for variants in (others, []):  # a perturbed run of another structure is dropped, not the tree
         if wide is not None:
             try:
-                return expected_tree(native, wide, variants, eps), False
+                return slim(expected_tree(native, wide, variants, eps)), False
             except (NearTie, TruthMismatch):
                 pass
-    return expected_tree(native, native, [], eps), True
+    return slim(expected_tree(native, native, [], eps)), True
+
+
+def slim(tree):
+    """`tree` with each floating tensor's run in the case's precision (`Expected.native`) kept as a
+    stride-0 view of one zero: comparing with a floating leaf reads only the native's kind, shape
+    and floating dtype, and its values against the float64 truth (`autograder.compare.compare`), so
+    the view keeps what recognition reads and a case file (a kit's practice cases too) a third of
+    the size."""
+    from .compare import Expected
+
+    if isinstance(tree, dict):
+        return {k: slim(v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [slim(v) for v in tree]
+    if isinstance(tree, Expected) and isinstance(tree.native, torch.Tensor) and tree.native.is_floating_point():
+        return dataclasses.replace(tree, native=torch.zeros((), dtype=tree.native.dtype).expand(tree.native.shape))
+    return tree
 
 
 def mistake_results(suite: ModuleType, source: str, cases: list[dict]) -> dict[str, dict]:

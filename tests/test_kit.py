@@ -236,7 +236,8 @@ def test_student_kit_has_no_reference_of_an_open_assignment(assignment, kits):
 
 
 def test_the_leak_check_finds_a_planted_reference(tmp_path):
-    """Negative control: a kit with one real reference module copied in is caught, in the folder and in a zip."""
+    """Negative control: a kit with one real reference module copied in is caught, in the folder and in a
+    zip; so is a mistake's code, as a file or as a string in a torch archive."""
     assignment = ASSIGNMENTS[0]
     planted = build_kit(assignment, tmp_path / "kit", make_zip=False)
     graded = open_names(assignment)[-1]
@@ -250,6 +251,12 @@ def test_the_leak_check_finds_a_planted_reference(tmp_path):
     shutil.copy(ROOT / "autograder" / "mistakes" / "masked_mean.py", planted / "notes.py")
     found = leaks(planted, assignment)
     assert found and {f for f, _ in found} == {"notes.py"}
+    # a mistake's code as a string in a case file: a torch archive's pickle is read (its storages are not)
+    (planted / "notes.py").unlink()
+    torch.save({"cases": [], "note": (ROOT / "autograder" / "mistakes" / "masked_mean.py").read_text()},
+               planted / "practice" / "notes.pt")
+    found = leaks(planted, assignment)
+    assert found and {f for f, _ in found} == {"practice/notes.pt!notes/data.pkl"}, found
 
 
 # ---------------------------------------------------------------- a kit in use
