@@ -116,9 +116,8 @@ def cell_errors(notebooks) -> dict[tuple[str, str], str]:
             for o in cell.get("outputs", []) if cell.cell_type == "code" and grade_id else []:
                 if o.get("output_type") == "error":
                     lines = [line.strip() for line in str(o.get("evalue", "")).strip().splitlines()] or [""]
-                    found = [line for line in lines[1:] if line.startswith(RECOGNITION_LINES)]
-                    if o.get("ename") != "HiddenCheckFailed":
-                        found = []
+                    found = [line for line in lines[1:] if line.startswith(RECOGNITION_LINES)] \
+                        if o.get("ename") == "HiddenCheckFailed" else []
                     message = "; ".join([lines[0][:160], *[line[:200] for line in found[:3]]])
                     out[(stem, grade_id)] = f"{o.get('ename', 'Error')}: {message}"
     return out

@@ -241,31 +241,33 @@ def _texts(name: str, data: bytes):
     members' names and contents (its raw bytes are compressed). In a torch.save archive (a zip with
     a data.pkl) the tensor storages are left out: they are the raw bytes of numbers, while every
     string it holds is in its pickle."""
-    members = _zip_members(data)
-    torch_archive = any(m.endswith("data.pkl") for m in members)
-    yield name, "\n".join(members) if members else data.decode("latin-1")
+    archive = _zip(data)
+    if archive is None:
+        yield name, data.decode("latin-1")
     if name.endswith(".ipynb"):
         try:
             nb = nbformat.reads(data.decode("utf-8"), as_version=4)
             yield name, "\n".join(c.source for c in nb.cells)
         except Exception:  # noqa: BLE001 - not a notebook after all: the raw bytes were scanned
             pass
-    if members:
-        with zipfile.ZipFile(io.BytesIO(data)) as z:
+    if archive is not None:
+        with archive:
+            members = archive.namelist()
+            yield name, "\n".join(members)
+            torch_archive = any(m.endswith("data.pkl") for m in members)
             for member in members:
                 if not (torch_archive and TENSOR_STORAGE.search(member)):
-                    yield from _texts(f"{name}!{member}", z.read(member))
+                    yield from _texts(f"{name}!{member}", archive.read(member))
 
 
-def _zip_members(data: bytes) -> list[str]:
-    """The member names of `data` when it is a zip, else []."""
+def _zip(data: bytes) -> zipfile.ZipFile | None:
+    """`data` opened as a zip, or None when it is not one."""
     if data[:4] != b"PK\x03\x04":
-        return []
+        return None
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as z:
-            return z.namelist()
+        return zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
-        return []
+        return None
 
 
 def leaks(path: Path, assignment: str, secrets: set[str] | None = None) -> list[tuple[str, str]]:

@@ -59,7 +59,8 @@ def unfinished(seen: dict[str, dict], *, error_cases=()) -> bool:
     """Whether the function raised NotImplementedError on every case but the suite's `error_cases`
     (names; a suite records there which exception was raised, as an output): a stub, its own or
     one it calls."""
-    math = [s for case, s in seen.items() if case not in set(error_cases)]
+    errors = set(error_cases)
+    math = [s for case, s in seen.items() if case not in errors]
     return bool(math) and all(s.get("error") == STUB for s in math)
 
 

@@ -19,9 +19,10 @@ A failing function's report also names the known mistakes its outputs match
 (`autograder.recognition`): one line each, `known mistake NAME: SENTENCE`, in the catalogue's
 public words, else `not a known mistake`; when only error cases fail, `the math is right; these
 errors are not raised: CASES`; and for a function that raised NotImplementedError on every case,
-that it is still a stub (or calls one) instead. A name says that the function's outputs on the mistake's cases are
-the mistake's outputs within tolerance: one more pass/fail of the kind a case's verdict already
-is, against a wrong function's outputs instead of the truth's; no value or figure comes with it.
+that it is still a stub (or calls one) instead. A name says that the function's outputs on the
+mistake's cases are the mistake's outputs within tolerance: one more pass/fail of the kind a
+case's verdict already is, against a wrong function's outputs instead of the truth's; no value or
+figure comes with it.
 """
 
 from __future__ import annotations
