@@ -46,17 +46,20 @@ def rows():
 
 def bfloat16_steps_kept(lrs=(1e-6, 1e-5, 2e-5), n: int = 1_000_000) -> dict:
     """The share of bfloat16 weights (N(0, 0.02), the stand-in's initialisation) that one AdamW step of each
-    learning rate changes at all: an update below half a unit in the last place rounds away."""
+    learning rate changes at all, {kernel: {lr: share}}: an update below half a unit in the last place rounds away.
+    Kernels: the fused one the GPU configs use (`fused_adamw`) and torch's foreach loop, its default on GPU."""
     import torch
 
     out = {}
-    for lr in lrs:
-        gen = torch.Generator().manual_seed(0)
-        weights = (torch.randn(n, generator=gen) * 0.02).to(torch.bfloat16).requires_grad_()
-        start = weights.detach().clone()
-        weights.grad = torch.randn(n, generator=gen).to(torch.bfloat16)
-        torch.optim.AdamW([weights], lr=lr, betas=(0.9, 0.95), weight_decay=0.0).step()
-        out[lr] = float((weights.detach() != start).float().mean())
+    for kernel in ("fused", "foreach"):
+        out[kernel] = {}
+        for lr in lrs:
+            gen = torch.Generator().manual_seed(0)
+            weights = (torch.randn(n, generator=gen) * 0.02).to(torch.bfloat16).requires_grad_()
+            start = weights.detach().clone()
+            weights.grad = torch.randn(n, generator=gen).to(torch.bfloat16)
+            torch.optim.AdamW([weights], lr=lr, betas=(0.9, 0.95), weight_decay=0.0, **{kernel: True}).step()
+            out[kernel][lr] = float((weights.detach() != start).float().mean())
     return out
 
 
@@ -83,9 +86,9 @@ def main() -> int:
         vllm = " / ".join(f"{parts[g]['vllm'] / GB:.1f}" for g in GPUS_GB) if shared else "its own GPU"
         print(f"| {label} | {gb('weights')} | {gb('gradients')} | {gb('adamw')} | {gb('reference')} | {acts} "
               f"| {gb('logits')} | {vllm} | {total(parts[80]) / GB:.1f} | {total(parts[141]) / GB:.1f} |")
-    kept = bfloat16_steps_kept()
-    print("\nOne AdamW step on a million bfloat16 weights of spread 0.02 changes "
-          + ", ".join(f"{share:.1%} of them at lr {lr:g}" for lr, share in kept.items()) + " (on this CPU).")
+    for kernel, kept in bfloat16_steps_kept().items():
+        print(f"\nOne AdamW step ({kernel} kernel) on a million bfloat16 weights of spread 0.02 changes "
+              + ", ".join(f"{share:.1%} of them at lr {lr:g}" for lr, share in kept.items()) + " (on this CPU).")
     return 0
 
 

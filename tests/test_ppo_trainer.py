@@ -10,6 +10,7 @@ import torch
 from course_lib import compute_group_normalized_rewards, get_response_log_probs, tokenize_prompt_and_output
 from course_lib.ppo import ppo_microbatch_train_step
 from course_lib.rollouts import make_engine
+from course_lib.training.checkpoint import STATE_FILE, latest_checkpoint
 from course_lib.training.common import data_indices
 from course_lib.training.config import build_config
 from course_lib.training.critic import Critic
@@ -169,3 +170,24 @@ def test_gradient_checkpointing_covers_the_critic(tok):
               on_step=lambda record: seen.append((model.is_gradient_checkpointing,
                                                   critic.backbone.is_gradient_checkpointing)))
     assert seen == [(True, True)]
+
+
+def test_fused_adamw_drives_both_optimizers_and_agrees_to_rounding(tok, tmp_path):
+    """`fused_adamw` (the GPU configs') builds the actor's and the critic's AdamW fused, as their checkpoint says;
+    the run it trains is the default kernel's up to rounding (the critic starts the same: its head is zero)."""
+    start = random_qwen2(tok)
+    trained = {}
+    for fused in (False, True):
+        critic = Critic(copy.deepcopy(start))
+        res = train_ppo(small_ppo(n_grpo_steps=1, fused_adamw=fused, output_dir=str(tmp_path / str(fused))),
+                        model=copy.deepcopy(start), tokenizer=tok, critic=critic, train_data=problems(8),
+                        eval_data=[], progress=False, reward_fn=odd_length_reward)
+        trained[fused] = (res.model, critic)
+        state = torch.load(latest_checkpoint(tmp_path / str(fused)) / STATE_FILE, weights_only=False)
+        critic_state = state["extra"]["extra_state"]["critic_optimizer"]
+        assert [g["fused"] for g in (state["optimizer"]["param_groups"][0], critic_state["param_groups"][0])] == \
+            [fused or None] * 2
+    for plain, fused, begin in zip(trained[False], trained[True], (start, Critic(start))):
+        moved = max((p - q).abs().max().item() for p, q in zip(plain.parameters(), begin.parameters()))
+        gap = max((p - q).abs().max().item() for p, q in zip(plain.parameters(), fused.parameters()))
+        assert moved > 1e-3 and gap < 1e-5, (moved, gap)

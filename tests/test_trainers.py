@@ -11,7 +11,7 @@ from course_lib import (compute_group_normalized_rewards, get_response_log_probs
                         grpo_train_step, sft_microbatch_train_step, tokenize_prompt_and_output)
 from course_lib.kl import kl_k1, kl_k2, kl_k3
 from course_lib.rollouts import make_engine
-from course_lib.training.checkpoint import NonFiniteLossError, latest_checkpoint
+from course_lib.training.checkpoint import STATE_FILE, NonFiniteLossError, latest_checkpoint
 from course_lib.training.common import data_indices, make_optimizer, make_scheduler
 from course_lib.training.config import build_config
 from course_lib.training.grpo_trainer import check_batch_sizes, collect_rollouts, grpo_questions, train_grpo
@@ -377,3 +377,18 @@ def test_response_entropies_bound_the_logits_of_each_forward(tok):
     hook.remove()
     assert seen == [2, 2, 1]
     assert cut == pytest.approx(whole, rel=1e-5)
+
+
+def test_sft_with_fused_adamw_checkpoints_a_fused_optimizer(tok, tmp_path):
+    """`fused_adamw` reaches SFT's optimizer (its checkpoint says so), and the run is the default kernel's up to
+    rounding."""
+    start, trained = random_qwen2(tok), {}
+    for fused in (False, True):
+        trained[fused] = train_sft(model=copy.deepcopy(start), tokenizer=tok, train_data=problems(8), eval_data=[],
+                                   steps=2, batch_size=4, lr=1e-2, warmup_steps=0, fused_adamw=fused,
+                                   output_dir=str(tmp_path / str(fused)), progress=False).model
+        state = torch.load(latest_checkpoint(tmp_path / str(fused)) / STATE_FILE, weights_only=False)
+        assert state["optimizer"]["param_groups"][0]["fused"] == (fused or None)
+    moved = max((p - q).abs().max().item() for p, q in zip(trained[False].parameters(), start.parameters()))
+    gap = max((p - q).abs().max().item() for p, q in zip(trained[False].parameters(), trained[True].parameters()))
+    assert moved > 1e-3 and gap < 1e-5, (moved, gap)

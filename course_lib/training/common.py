@@ -56,8 +56,13 @@ def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
     return ref
 
 
-def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, betas) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=tuple(betas))
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, betas,
+                   fused: bool = False) -> torch.optim.Optimizer:
+    """AdamW over `model`'s parameters. `fused`: one kernel updates every parameter (the Hugging Face Trainer's
+    default `adamw_torch_fused`); off, torch picks its default (a foreach loop on GPU, one parameter at a time on
+    CPU). The two agree to rounding, not bit for bit."""
+    return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=tuple(betas),
+                             fused=fused or None)
 
 
 def make_scheduler(optimizer, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.1):

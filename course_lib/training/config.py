@@ -47,6 +47,7 @@ class SFTConfig(ModelConfig, EvalSettings):
     lr: float = 1e-3
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.95)
+    fused_adamw: bool = False  # AdamW's fused kernel (training/common.make_optimizer); the GPU configs set it
     warmup_steps: int = 10
     min_lr_ratio: float = 0.1  # the cosine decays to lr * min_lr_ratio
     steps: int | None = None  # optimizer steps; None: derived from epochs
@@ -69,6 +70,7 @@ class GRPOConfig(ModelConfig, EvalSettings):
     lr: float = 1e-5
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.95)
+    fused_adamw: bool = False  # AdamW's fused kernel (training/common.make_optimizer); the GPU configs set it
     warmup_steps: int = 0
     min_lr_ratio: float = 1.0  # the cosine decays to lr * min_lr_ratio over the optimizer steps; 1.0: constant lr
     advantage_eps: float = 1e-6
@@ -138,6 +140,7 @@ class DPOConfig(ModelConfig, EvalSettings):
     lr: float = 1e-5
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.95)
+    fused_adamw: bool = False  # AdamW's fused kernel (training/common.make_optimizer); the GPU configs set it
     warmup_steps: int = 0
     min_lr_ratio: float = 1.0  # the cosine decays to lr * min_lr_ratio; 1.0: constant lr
     steps: int | None = None  # optimizer steps; None: derived from epochs over the pairs

@@ -345,7 +345,8 @@ def train_dpo(
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     model.train()
-    optimizer = make_optimizer(model, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas)
+    optimizer = make_optimizer(model, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas,
+                               fused=cfg.fused_adamw)
     scheduler = make_scheduler(optimizer, warmup_steps=cfg.warmup_steps, total_steps=steps,
                                min_lr_ratio=cfg.min_lr_ratio)
     start_step = restore_checkpoint(cfg, resume=resume, model=model, optimizer=optimizer, scheduler=scheduler,

@@ -409,7 +409,8 @@ def _optimizer_and_scheduler(model, cfg: GRPOConfig):
     """AdamW, and its schedule over all the run's optimizer steps: linear warmup over `warmup_steps`,
     then cosine to lr * min_lr_ratio (the default 1.0 keeps the learning rate constant)."""
     opt_steps = cfg.n_grpo_steps * (cfg.rollout_batch_size // cfg.train_batch_size) * cfg.epochs_per_rollout_batch
-    optimizer = make_optimizer(model, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas)
+    optimizer = make_optimizer(model, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas,
+                               fused=cfg.fused_adamw)
     scheduler = make_scheduler(optimizer, warmup_steps=cfg.warmup_steps, total_steps=opt_steps,
                                min_lr_ratio=cfg.min_lr_ratio)
     return optimizer, scheduler

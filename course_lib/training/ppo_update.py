@@ -46,13 +46,15 @@ class PPOUpdate:
 
     def __init__(self, critic: Critic, *, gamma: float, lam: float, vf_coef: float, cliprange_value: float,
                  critic_lr: float, weight_decay: float, betas, whiten_advantages: bool, kl_coef: float,
+                 fused_adamw: bool = False,
                  step_fn=ppo_microbatch_train_step, token_rewards_fn=token_level_rewards, gae_fn=compute_gae,
                  whiten_fn=masked_whiten):
         self.critic, self.step_fn = critic, step_fn
         self.token_rewards_fn, self.gae_fn, self.whiten_fn = token_rewards_fn, gae_fn, whiten_fn
         self.gamma, self.lam, self.vf_coef, self.cliprange_value = gamma, lam, vf_coef, cliprange_value
         self.whiten, self.kl_coef = whiten_advantages, kl_coef
-        self.optimizer = make_optimizer(critic, lr=critic_lr, weight_decay=weight_decay, betas=betas)
+        self.optimizer = make_optimizer(critic, lr=critic_lr, weight_decay=weight_decay, betas=betas,
+                                        fused=fused_adamw)
 
     def state_dict(self) -> dict:
         return {"critic": self.critic.state_dict(), "critic_optimizer": self.optimizer.state_dict()}

@@ -81,7 +81,8 @@ def _policy(cfg: SFTConfig, model, tokenizer, world: int):
 
 def _optimizer_and_scheduler(model, cfg: SFTConfig, steps: int):
     """AdamW, and its schedule over the run's `steps`: linear warmup, then cosine to lr * min_lr_ratio."""
-    optimizer = make_optimizer(model, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas)
+    optimizer = make_optimizer(model, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas,
+                               fused=cfg.fused_adamw)
     return optimizer, make_scheduler(optimizer, warmup_steps=cfg.warmup_steps, total_steps=steps,
                                      min_lr_ratio=cfg.min_lr_ratio)
 
