@@ -66,8 +66,7 @@ def train_ppo(config: PPOConfig | dict | None = None, model: torch.nn.Module | N
     update = PPOUpdate(critic, gamma=cfg.gamma, lam=cfg.lam, vf_coef=cfg.vf_coef, cliprange_value=cfg.cliprange_value,
                        critic_lr=cfg.critic_lr, weight_decay=cfg.weight_decay, betas=cfg.betas,
                        whiten_advantages=cfg.whiten_advantages, kl_coef=cfg.kl_coef, fused_adamw=cfg.fused_adamw,
-                       step_fn=step_fn,
-                       token_rewards_fn=token_rewards_fn, gae_fn=gae_fn, whiten_fn=whiten_fn)
+                       step_fn=step_fn, token_rewards_fn=token_rewards_fn, gae_fn=gae_fn, whiten_fn=whiten_fn)
     result = train_grpo(cfg, model, tokenizer, train_data, eval_data, update_fn=update, extra_state=update, **kwargs)
     result.critic = critic.eval()
     return result

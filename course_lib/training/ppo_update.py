@@ -46,9 +46,8 @@ class PPOUpdate:
 
     def __init__(self, critic: Critic, *, gamma: float, lam: float, vf_coef: float, cliprange_value: float,
                  critic_lr: float, weight_decay: float, betas, whiten_advantages: bool, kl_coef: float,
-                 fused_adamw: bool = False,
-                 step_fn=ppo_microbatch_train_step, token_rewards_fn=token_level_rewards, gae_fn=compute_gae,
-                 whiten_fn=masked_whiten):
+                 fused_adamw: bool = False, step_fn=ppo_microbatch_train_step, token_rewards_fn=token_level_rewards,
+                 gae_fn=compute_gae, whiten_fn=masked_whiten):
         self.critic, self.step_fn = critic, step_fn
         self.token_rewards_fn, self.gae_fn, self.whiten_fn = token_rewards_fn, gae_fn, whiten_fn
         self.gamma, self.lam, self.vf_coef, self.cliprange_value = gamma, lam, vf_coef, cliprange_value
