@@ -29,7 +29,7 @@ def tiny_model(seed: int = 0) -> torch.nn.Module:
     torch.manual_seed(seed)
     cfg = Qwen2Config(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
                       num_key_value_heads=1, max_position_embeddings=64, tie_word_embeddings=True, pad_token_id=0,
-                      attn_implementation="eager")
+                      attn_implementation="sdpa")  # float64 end to end; eager takes its softmax in float32
     return Qwen2ForCausalLM(cfg).double().train()
 
 

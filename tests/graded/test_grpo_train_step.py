@@ -55,9 +55,10 @@ def suite_model(attention: str, seed: int = 0) -> torch.nn.Module:
 def test_sdpa_is_float64_end_to_end_and_eager_is_not(capsys):
     """The suite's attention (sdpa) in a float64 Qwen2 gives the logits of a float64 attention written
     out by hand, and the same logits whatever the right padding of the batch (~1e-16); Hugging Face's
-    eager attention takes its softmax in float32 even there: ~1e-8 from the float64 logits, and its
-    logits move by ~1e-8 with the padding width (which the micro-batches of two correct updates cut
-    differently, and AdamW turns into ~1e-6 in the parameters whose gradient is near 0)."""
+    eager attention takes its softmax in float32 even there: ~1e-8 from the float64 logits, and on some
+    CPUs its logits move by ~1e-8 with the padding width (which the micro-batches of two correct updates
+    cut differently, and AdamW turns into ~1e-6 in the parameters whose gradient is near 0); on an AMD
+    EPYC with AVX2 they did not move (1e-16), so that part is printed, not asserted."""
     assert suite.ATTENTION == "sdpa"
     reference = suite.build_model(suite.MODEL, seed=0)
     assert reference.config._attn_implementation == "sdpa" and all(p.dtype == torch.float64 for p in reference.parameters())
@@ -79,7 +80,7 @@ def test_sdpa_is_float64_end_to_end_and_eager_is_not(capsys):
               f"by hand {padding_gap['float64_by_hand']:.1e}")
     assert logits["sdpa"].dtype == torch.float64
     assert sdpa_gap < 1e-14 and padding_gap["sdpa"] < 1e-14 and padding_gap["float64_by_hand"] < 1e-14
-    assert eager_gap > 1e-10 and padding_gap["eager"] > 1e-10, "eager attention is float64 now: the suite could use it"
+    assert eager_gap > 1e-10, "eager attention is float64 now: the suite could use it"
     assert eager_gap < 1e-6  # float32 rounding, not a bug
 
 
