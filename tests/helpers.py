@@ -98,6 +98,11 @@ def random_qwen2(tokenizer, seed: int = 0, hidden: int = 32, layers: int = 2):
     return Qwen2ForCausalLM(cfg).eval()
 
 
+def largest_gap(a: torch.nn.Module, b: torch.nn.Module) -> float:
+    """The largest |difference| between the parameters of two modules of one architecture."""
+    return max((p - q).abs().max().item() for p, q in zip(a.parameters(), b.parameters()))
+
+
 def save_random_model(path: Path, seed: int = 0) -> Path:
     tok = course_tokenizer()
     model = random_qwen2(tok, seed)

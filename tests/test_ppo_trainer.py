@@ -17,7 +17,7 @@ from course_lib.training.critic import Critic
 from course_lib.training.grpo_trainer import collect_rollouts, grpo_questions
 from course_lib.training.ppo_trainer import train_ppo
 from course_lib.training.ppo_update import PPOUpdate
-from tests.helpers import problems, random_qwen2
+from tests.helpers import largest_gap, problems, random_qwen2
 
 
 def small_ppo(**kw):
@@ -188,6 +188,5 @@ def test_fused_adamw_drives_both_optimizers_and_agrees_to_rounding(tok, tmp_path
         assert [g["fused"] for g in (state["optimizer"]["param_groups"][0], critic_state["param_groups"][0])] == \
             [fused or None] * 2
     for plain, fused, begin in zip(trained[False], trained[True], (start, Critic(start))):
-        moved = max((p - q).abs().max().item() for p, q in zip(plain.parameters(), begin.parameters()))
-        gap = max((p - q).abs().max().item() for p, q in zip(plain.parameters(), fused.parameters()))
+        moved, gap = largest_gap(plain, begin), largest_gap(plain, fused)
         assert moved > 1e-3 and gap < 1e-5, (moved, gap)

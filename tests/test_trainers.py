@@ -19,7 +19,7 @@ from course_lib.training.grpo_update import packed_grpo_train_step
 from course_lib.training.models import (TemperatureScaled, check_tokenizer_matches, load_model_and_tokenizer,
                                         scoring_temperature)
 from course_lib.training.sft_trainer import sft_examples, train_sft
-from tests.helpers import REPO, problems, random_qwen2
+from tests.helpers import REPO, largest_gap, problems, random_qwen2
 
 
 def small_grpo(**kw):
@@ -389,6 +389,5 @@ def test_sft_with_fused_adamw_checkpoints_a_fused_optimizer(tok, tmp_path):
                                    output_dir=str(tmp_path / str(fused)), progress=False).model
         state = torch.load(latest_checkpoint(tmp_path / str(fused)) / STATE_FILE, weights_only=False)
         assert state["optimizer"]["param_groups"][0]["fused"] == (fused or None)
-    moved = max((p - q).abs().max().item() for p, q in zip(trained[False].parameters(), start.parameters()))
-    gap = max((p - q).abs().max().item() for p, q in zip(trained[False].parameters(), trained[True].parameters()))
+    moved, gap = largest_gap(trained[False], start), largest_gap(trained[False], trained[True])
     assert moved > 1e-3 and gap < 1e-5, (moved, gap)
