@@ -5,8 +5,9 @@ catalogue (`autograder.mistakes`) runs on every case as a student's function run
 where the references of the open assignments are stubs and the suite's tripwire names trip
 (`references_hidden`). Its *signature* is the cases it fails against the truth. On each of them
 its outputs become an expected tree made the way the truth's is (`autograder.compare.expected_tree`
-of the mistake in float64 against its own run in the case's precision: a tolerance for its own
-rounding), so that a student who makes the same mistake with other rounding still matches; an
+of the mistake in float64 against its own run in the case's precision, and against its runs with
+another thread count and, for a training step, on inputs moved by one unit: a tolerance for its
+own rounding), so that a student who makes the same mistake with other rounding still matches; an
 error (a raised exception, the tripwire) is kept as the judge's error code.
 
 Per mistake, the case file holds
@@ -131,11 +132,33 @@ def fails(result: dict, case: dict, settings: dict) -> bool:
         return True
 
 
+def other_thread_count() -> int:
+    """A torch thread count other than this process's: 1 where it runs more, else 2."""
+    return 1 if torch.get_num_threads() > 1 else 2
+
+
+@contextmanager
+def torch_threads(n: int):
+    """Within: torch runs `n` threads; the count before is restored on exit."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def mistake_tree(suite: ModuleType, fn, case: dict, native: dict, tripped: list[str]) -> tuple[object, bool]:
     """(expected tree of the mistake's outputs on one case, whether it fell back to its own run):
-    its run in the case's precision against its run in float64, as the truth's tree is made (with,
-    where the suite sets PERTURB, its run on the inputs moved by one unit of rounding: the training
-    steps, whose float64 updates another process's summation order moves by more than eps)."""
+    its run in the case's precision against its run in float64, as the truth's tree is made, with
+    two more runs in the spread: its run with another torch thread count (`other_thread_count`: the
+    judge's runner takes its own, one per core, and an operation large enough to be split over
+    threads sums in another order), and, where the suite sets PERTURB, its run on the inputs moved
+    by one unit of rounding (the training steps, whose float64 updates another process's summation
+    order moves by more than eps). Moving the inputs does not reach a model the suite builds inside
+    the call: there the thread count's run is the one that measures it (on a draw of
+    grpo_train_step, `old_log_probs_recomputed` run with two threads missed a tree made without it
+    by 1.47 tolerances)."""
     from .cases import case_precision, perturb, truth_inputs
     from .compare import NearTie, TruthMismatch, expected_tree
 
@@ -145,12 +168,14 @@ def mistake_tree(suite: ModuleType, fn, case: dict, native: dict, tripped: list[
         wide = native
     else:
         wide = run_as_judged(suite, fn, truth_inputs(suite, case["inputs"]), tripped).get("outputs")
-    others = []
+    with torch_threads(other_thread_count()):
+        threaded = run_as_judged(suite, fn, case["inputs"], tripped).get("outputs")
+    others = [threaded] if threaded is not None else []
     if getattr(suite, "PERTURB", False):
         moved = run_as_judged(suite, fn, perturb(case["inputs"], torch.Generator().manual_seed(len(case["name"]))),
                               tripped).get("outputs")
-        others = [moved] if moved is not None else []
-    for variants in (others, []):  # a perturbed run of another structure is dropped, not the tree
+        others += [moved] if moved is not None else []
+    for variants in (others, []):  # a run of another structure drops the spread, not the tree
         if wide is not None:
             try:
                 return expected_tree(native, wide, variants, eps), False

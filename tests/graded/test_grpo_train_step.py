@@ -338,6 +338,28 @@ def test_every_case_a_mistake_names_exists():
     assert {c for m in catalogue(SUITE).values() for c in m.cases} <= names
 
 
+@pytest.mark.slow
+def test_a_mistake_summed_with_another_thread_count_is_still_named():
+    """The judge's runner takes its own torch thread count (one per core), the process that made the
+    cases may take another, and the model's sums, built inside the call, split over threads in
+    another order; moving the inputs by one unit (PERTURB) does not reach them. On the draw of seed
+    32, made with one thread, `old_log_probs_recomputed` run with two missed a tree made without a
+    run at another thread count by 1.47 tolerances on `temperature_policy`, and was not named. Each
+    mistake's tree now holds that run in its spread (`autograder.signatures.mistake_tree`): every
+    mistake run with the other thread count is named."""
+    from autograder.cases import make_suite_cases
+    from autograder.recognition import recognise
+    from autograder.signatures import mistake_results, other_thread_count, torch_threads
+    from autograder.suite_api import suite_settings
+
+    data = make_suite_cases(SUITE, 32)
+    with torch_threads(other_thread_count()):
+        for name in data["mistakes"]:
+            seen = mistake_results(suite, catalogue(SUITE)[name].source, data["cases"])
+            named = [m["name"] for m in recognise(seen, data["mistakes"], suite_settings(suite))]
+            assert name in named, f"{name}, run with {torch.get_num_threads()} threads, is not named"
+
+
 # ---------------------------------------------------------------- the notebook's visible checks
 # what the visible self-check of lessons/09_full_grpo.py says about each mistake (a phrase of its message)
 VISIBLE_MESSAGES = {
