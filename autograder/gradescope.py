@@ -8,8 +8,9 @@ writes OUT/autograder_07.zip in Gradescope's autograder format
 `run_autograder` to /autograder/run_autograder and runs it per submission, with the upload in
 /autograder/submission; it reads /autograder/results/results.json. The zip holds
 
-    setup.sh run_autograder   from autograder/gradescope_template/ (the torch pin and user filled in)
-    requirements.txt          requirements-cpu.txt without the test tools (torch's CPU wheel goes first)
+    setup.sh run_autograder   from autograder/gradescope_template/ (the student user filled in)
+    requirements.lock         requirements-grading.lock: every package's exact version and wheel hash
+    torch.lock                its torch entry (setup.sh installs it first, from PyTorch's CPU index)
     gradescope.json           the settings: assignment, notebook, time and memory limits, visibility
     course/                   the grading side, laid out as the repository: autograder/ (no other
                               command's module; registry.json stands in for the lessons), course_lib/,
@@ -36,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import sys
 import tempfile
@@ -49,26 +49,26 @@ from .gradescope_run import SETTINGS, run, warm_caches
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "gradescope_template"
 VISIBILITY = ("visible", "after_due_date", "after_published", "hidden")
-TEST_TOOLS = ("pytest", "pytest-xdist", "hypothesis", "playwright")  # in requirements-cpu.txt, not for grading
-# of autograder/: the other commands' modules and files (a kit, a release, feedback, case making)
+# of autograder/: the other commands' modules and files (a kit, a release, feedback, case making, the lock)
 NOT_SHIPPED = ("hidden", "kit_template", "gradescope_template", "kit.py", "release.py", "feedback.py",
-               "make_cases.py", "registry.json", "__pycache__")
+               "make_cases.py", "requirements_lock.py", "registry.json", "__pycache__")
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", ".*")
 STUDENT_USER = "course-student"  # setup.sh makes it; submissions run as it where bubblewrap cannot
 
 
-def requirement_name(line: str) -> str:
-    return re.split(r"[<>=!~\[ ;]", line.strip(), maxsplit=1)[0].lower()
+def locked_requirements() -> tuple[str, str]:
+    """(the lock, its torch entry): what setup.sh installs. A lock that has drifted from
+    requirements-cpu.txt stops the build, naming each difference."""
+    from . import requirements_lock  # the build's alone: not in the zip
 
-
-def grading_requirements() -> tuple[str, str]:
-    """(requirements.txt for the zip: requirements-cpu.txt less TEST_TOOLS, torch's pin line)."""
-    lines = (REPO_ROOT / "requirements-cpu.txt").read_text(encoding="utf-8").splitlines()
-    kept = [line for line in lines if line.lstrip().startswith("#") or requirement_name(line) not in TEST_TOOLS]
-    torch = [line.strip() for line in lines if requirement_name(line) == "torch"]
-    if len(torch) != 1 or "==" not in torch[0]:
-        raise SystemExit("requirements-cpu.txt must pin torch (torch==X.Y.Z): setup.sh installs that CPU wheel")
-    return "\n".join(kept) + "\n", torch[0]
+    lock = requirements_lock.read()
+    found = requirements_lock.problems(lock, requirements_lock.grading_requirements())
+    if found:
+        raise SystemExit(f"{requirements_lock.LOCK.name} does not hold requirements-cpu.txt (make lock makes it "
+                         "again):\n  " + "\n  ".join(found))
+    if "torch" not in lock or not lock["torch"].version.endswith("+cpu"):
+        raise SystemExit(f"{requirements_lock.LOCK.name}: torch must be its CPU build (torch==X.Y.Z+cpu)")
+    return requirements_lock.LOCK.read_text(encoding="utf-8"), requirements_lock.entry_text("torch", lock["torch"])
 
 
 def settings_of(assignment: str, notebook: str, *, timeout: float, memory_gb: float, visibility: dict) -> dict:
@@ -84,13 +84,13 @@ def stage(assignment: str, out: Path, settings: dict) -> None:
     """The zip's contents in the folder `out` (see the module docstring)."""
     from .cases import ensure_cases
 
-    requirements, torch = grading_requirements()
+    lock, torch = locked_requirements()
     for name in ("setup.sh", "run_autograder"):
-        text = (TEMPLATES / name).read_text(encoding="utf-8")
-        text = text.replace("@TORCH@", torch).replace("@STUDENT_USER@", STUDENT_USER)
+        text = (TEMPLATES / name).read_text(encoding="utf-8").replace("@STUDENT_USER@", STUDENT_USER)
         (out / name).write_text(text, encoding="utf-8")
         (out / name).chmod(0o755)
-    (out / "requirements.txt").write_text(requirements, encoding="utf-8")
+    (out / "requirements.lock").write_text(lock, encoding="utf-8")
+    (out / "torch.lock").write_text(torch, encoding="utf-8")
     (out / SETTINGS).write_text(json.dumps(settings, indent=1) + "\n", encoding="utf-8")
     course = out / "course"
     shutil.copytree(HERE, course / "autograder", ignore=lambda folder, names: [
