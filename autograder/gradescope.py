@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import sys
 import tempfile
@@ -54,6 +55,16 @@ NOT_SHIPPED = ("hidden", "kit_template", "gradescope_template", "kit.py", "relea
                "make_cases.py", "requirements_lock.py", "registry.json", "__pycache__")
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", ".*")
 STUDENT_USER = "course-student"  # setup.sh makes it; submissions run as it where bubblewrap cannot
+# What one honest submission took here, every process of run_autograder together (the grader,
+# nbgrader, the kernel, the judge's processes): peak PSS, sampled every 0.1 s, and CPU seconds
+# (`python benchmarks/grading.py --gradescope 07 09 --repeat 1`, 2 cores at load average 13-26).
+# In a 768 MB, half-CPU cgroup (`--container 768M,0.5`) 07 still earned 15/15 with no OOM kill,
+# the cgroup held at its limit (0.71 GiB charged); 09 was not run there.
+MEASURED = {"07": {"peak_gib": 0.80, "cpu_seconds": 12.1}, "09": {"peak_gib": 1.03, "cpu_seconds": 18.1}}
+DEFAULT_CONTAINER_GIB = 768 * 2**20 / 2**30  # Gradescope's default container: 768 MB, half a CPU
+# Of 07's peak in that cgroup, the processes outside the zip's own memory limit: the grading
+# command (0.23 GiB) and run_autograder's Python (0.045 GiB), rounded up.
+GRADER_GIB = 0.3
 
 
 def locked_requirements() -> tuple[str, str]:
@@ -133,6 +144,26 @@ def build(assignment: str, out: Path, *, timeout: float = 300.0, memory_gb: floa
         return write_zip(Path(tmp), Path(out) / f"autograder_{assignment}.zip")
 
 
+def container_advice(assignment: str, *, memory_gb: float, timeout: float) -> str:
+    """What to set in Gradescope's Autograder Settings for this zip, and why (printed at build time)."""
+    peaks = ", ".join(f"{m['peak_gib']:.2f} GiB for {a}" for a, m in MEASURED.items())
+    cpu = ", ".join(f"{m['cpu_seconds']:.0f} s for {a}" for a, m in MEASURED.items())
+    return "\n".join([
+        "Gradescope's Autograder Settings for this zip (its default container, 768 MB of memory and half a CPU, "
+        "is too small):",
+        f"  memory: at least {math.ceil(memory_gb + GRADER_GIB)} GB. One honest submission's processes together (the "
+        f"grader, nbgrader, the kernel, the judge's processes) peaked at {peaks} here (PSS), torch loaded in several "
+        "of them: 768 MB held 07 only at its edge. And the zip stops a submission's own processes at "
+        f"{memory_gb:g} GiB (--memory-gb): the container must hold that and the grader's {GRADER_GIB:g} GiB, or a "
+        "notebook that takes too much is killed by the container instead of graded \"out of memory\". For a smaller "
+        f"container, build with --memory-gb at most its memory less {GRADER_GIB:g} GiB.",
+        f"  CPU: half a CPU is enough. A submission took {cpu} of CPU time here, so about twice that at half a CPU "
+        "(07 earned full marks in a 768 MB, half-CPU cgroup); more CPU only makes it faster.",
+        f"  timeout: 10 minutes (Gradescope's default) or more, well above the zip's own {timeout:g} s per notebook: "
+        "run_autograder also starts Python and makes the gradebook, and a run Gradescope stops writes no results.",
+    ])
+
+
 def prepare(root: Path) -> None:
     """setup.sh's last step: the caches every submission uses (the stubbed course_lib, the
     sandbox's copy of autograder), built once into the image; a broken environment fails here."""
@@ -163,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         path = build(args.assignment.zfill(2), args.out, timeout=args.timeout, memory_gb=args.memory_gb,
                      visibility={"cells": args.cells, "status": args.status, "stdout": args.stdout})
         print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB): upload it as the assignment's autograder")
+        print(container_advice(args.assignment.zfill(2), memory_gb=args.memory_gb, timeout=args.timeout))
         return 0
     if args.command == "prepare":
         prepare(args.root)
