@@ -144,14 +144,15 @@ def build(assignment: str, out: Path, *, timeout: float = 300.0, memory_gb: floa
         return write_zip(Path(tmp), Path(out) / f"autograder_{assignment}.zip")
 
 
-def container_advice(assignment: str, *, memory_gb: float, timeout: float) -> str:
+def container_advice(*, memory_gb: float, timeout: float) -> str:
     """What to set in Gradescope's Autograder Settings for this zip, and why (printed at build time)."""
     peaks = ", ".join(f"{m['peak_gib']:.2f} GiB for {a}" for a, m in MEASURED.items())
     cpu = ", ".join(f"{m['cpu_seconds']:.0f} s for {a}" for a, m in MEASURED.items())
+    need_gb = math.ceil((memory_gb + GRADER_GIB) * 2**30 / 10**9)  # Gradescope's settings are in decimal GB
     return "\n".join([
         "Gradescope's Autograder Settings for this zip (its default container, 768 MB of memory and half a CPU, "
         "is too small):",
-        f"  memory: at least {math.ceil(memory_gb + GRADER_GIB)} GB. One honest submission's processes together (the "
+        f"  memory: at least {need_gb} GB. One honest submission's processes together (the "
         f"grader, nbgrader, the kernel, the judge's processes) peaked at {peaks} here (PSS), torch loaded in several "
         "of them: 768 MB held 07 only at its edge. And the zip stops a submission's own processes at "
         f"{memory_gb:g} GiB (--memory-gb): the container must hold that and the grader's {GRADER_GIB:g} GiB, or a "
@@ -194,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         path = build(args.assignment.zfill(2), args.out, timeout=args.timeout, memory_gb=args.memory_gb,
                      visibility={"cells": args.cells, "status": args.status, "stdout": args.stdout})
         print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB): upload it as the assignment's autograder")
-        print(container_advice(args.assignment.zfill(2), memory_gb=args.memory_gb, timeout=args.timeout))
+        print(container_advice(memory_gb=args.memory_gb, timeout=args.timeout))
         return 0
     if args.command == "prepare":
         prepare(args.root)
