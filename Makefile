@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test demo lab release grade gradescope check class-report student-kit feedback vllm-cpu bench clean
+.PHONY: setup test demo lab release grade gradescope lock check class-report student-kit feedback vllm-cpu bench clean
 
 setup: $(STAMP)
 
@@ -55,6 +55,12 @@ gradescope: setup
 	$(PY) -m autograder.gradescope build $(ASSIGNMENT) \
 		--out $(if $(filter command line,$(origin OUT)),$(OUT),build/gradescope) \
 		$(if $(VISIBILITY),--visibility $(VISIBILITY)) $(if $(TIMEOUT),--timeout $(TIMEOUT))
+
+# The grading side's lock, requirements-grading.lock (exact versions and wheel hashes for CPython 3.11 on
+# Linux x86_64, what the Gradescope zip installs), made again from requirements-cpu.txt:
+# make lock [TORCH_LINKS=folder or page holding torch's CPU wheel; default PyTorch's CPU index]
+lock: setup
+	$(PY) scripts/lock_grading.py $(if $(TORCH_LINKS),--torch-links $(TORCH_LINKS))
 
 # Your graded functions of notebook NN (from notebooks/NN/) on practice cases, as the grader
 # runs them: make check NB=02

@@ -8,8 +8,9 @@ writes OUT/autograder_07.zip in Gradescope's autograder format
 `run_autograder` to /autograder/run_autograder and runs it per submission, with the upload in
 /autograder/submission; it reads /autograder/results/results.json. The zip holds
 
-    setup.sh run_autograder   from autograder/gradescope_template/ (the torch pin and user filled in)
-    requirements.txt          requirements-cpu.txt without the test tools (torch's CPU wheel goes first)
+    setup.sh run_autograder   from autograder/gradescope_template/ (the student user filled in)
+    requirements.lock         requirements-grading.lock: every package's exact version and wheel hash
+    torch.lock                its torch entry (setup.sh installs it first, from PyTorch's CPU index)
     gradescope.json           the settings: assignment, notebook, time and memory limits, visibility
     course/                   the grading side, laid out as the repository: autograder/ (no other
                               command's module; registry.json stands in for the lessons), course_lib/,
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
+import math
 import shutil
 import sys
 import tempfile
@@ -49,26 +50,36 @@ from .gradescope_run import SETTINGS, run, warm_caches
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "gradescope_template"
 VISIBILITY = ("visible", "after_due_date", "after_published", "hidden")
-TEST_TOOLS = ("pytest", "pytest-xdist", "hypothesis", "playwright")  # in requirements-cpu.txt, not for grading
-# of autograder/: the other commands' modules and files (a kit, a release, feedback, case making)
+# of autograder/: the other commands' modules and files (a kit, a release, feedback, case making, the lock)
 NOT_SHIPPED = ("hidden", "kit_template", "gradescope_template", "kit.py", "release.py", "feedback.py",
-               "make_cases.py", "registry.json", "__pycache__")
+               "make_cases.py", "requirements_lock.py", "registry.json", "__pycache__")
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", ".*")
 STUDENT_USER = "course-student"  # setup.sh makes it; submissions run as it where bubblewrap cannot
+# What one honest submission took here, every process of run_autograder together (the grader,
+# nbgrader, the kernel, the judge's processes): peak PSS, sampled every 0.1 s, and CPU seconds
+# (`python benchmarks/grading.py --gradescope 07 09 --repeat 1`, 2 cores at load average 13-26).
+# In a 768 MB, half-CPU cgroup (`--container 768M,0.5`) 07 still earned 15/15 with no OOM kill,
+# the cgroup held at its limit (0.71 GiB charged); 09 was not run there.
+MEASURED = {"07": {"peak_gib": 0.80, "cpu_seconds": 12.1}, "09": {"peak_gib": 1.03, "cpu_seconds": 18.1}}
+DEFAULT_CONTAINER_GIB = 768 * 2**20 / 2**30  # Gradescope's default container: 768 MB, half a CPU
+# Of 07's peak in that cgroup, the processes outside the zip's own memory limit: the grading
+# command (0.23 GiB) and run_autograder's Python (0.045 GiB), rounded up.
+GRADER_GIB = 0.3
 
 
-def requirement_name(line: str) -> str:
-    return re.split(r"[<>=!~\[ ;]", line.strip(), maxsplit=1)[0].lower()
+def locked_requirements() -> tuple[str, str]:
+    """(the lock, its torch entry): what setup.sh installs. A lock that has drifted from
+    requirements-cpu.txt stops the build, naming each difference."""
+    from . import requirements_lock  # the build's alone: not in the zip
 
-
-def grading_requirements() -> tuple[str, str]:
-    """(requirements.txt for the zip: requirements-cpu.txt less TEST_TOOLS, torch's pin line)."""
-    lines = (REPO_ROOT / "requirements-cpu.txt").read_text(encoding="utf-8").splitlines()
-    kept = [line for line in lines if line.lstrip().startswith("#") or requirement_name(line) not in TEST_TOOLS]
-    torch = [line.strip() for line in lines if requirement_name(line) == "torch"]
-    if len(torch) != 1 or "==" not in torch[0]:
-        raise SystemExit("requirements-cpu.txt must pin torch (torch==X.Y.Z): setup.sh installs that CPU wheel")
-    return "\n".join(kept) + "\n", torch[0]
+    lock = requirements_lock.read()
+    found = requirements_lock.problems(lock, requirements_lock.grading_requirements())
+    if found:
+        raise SystemExit(f"{requirements_lock.LOCK.name} does not hold requirements-cpu.txt (make lock makes it "
+                         "again):\n  " + "\n  ".join(found))
+    if "torch" not in lock or not lock["torch"].version.endswith("+cpu"):
+        raise SystemExit(f"{requirements_lock.LOCK.name}: torch must be its CPU build (torch==X.Y.Z+cpu)")
+    return requirements_lock.LOCK.read_text(encoding="utf-8"), requirements_lock.entry_text("torch", lock["torch"])
 
 
 def settings_of(assignment: str, notebook: str, *, timeout: float, memory_gb: float, visibility: dict) -> dict:
@@ -84,13 +95,13 @@ def stage(assignment: str, out: Path, settings: dict) -> None:
     """The zip's contents in the folder `out` (see the module docstring)."""
     from .cases import ensure_cases
 
-    requirements, torch = grading_requirements()
+    lock, torch = locked_requirements()
     for name in ("setup.sh", "run_autograder"):
-        text = (TEMPLATES / name).read_text(encoding="utf-8")
-        text = text.replace("@TORCH@", torch).replace("@STUDENT_USER@", STUDENT_USER)
+        text = (TEMPLATES / name).read_text(encoding="utf-8").replace("@STUDENT_USER@", STUDENT_USER)
         (out / name).write_text(text, encoding="utf-8")
         (out / name).chmod(0o755)
-    (out / "requirements.txt").write_text(requirements, encoding="utf-8")
+    (out / "requirements.lock").write_text(lock, encoding="utf-8")
+    (out / "torch.lock").write_text(torch, encoding="utf-8")
     (out / SETTINGS).write_text(json.dumps(settings, indent=1) + "\n", encoding="utf-8")
     course = out / "course"
     shutil.copytree(HERE, course / "autograder", ignore=lambda folder, names: [
@@ -133,6 +144,27 @@ def build(assignment: str, out: Path, *, timeout: float = 300.0, memory_gb: floa
         return write_zip(Path(tmp), Path(out) / f"autograder_{assignment}.zip")
 
 
+def container_advice(*, memory_gb: float, timeout: float) -> str:
+    """What to set in Gradescope's Autograder Settings for this zip, and why (printed at build time)."""
+    peaks = ", ".join(f"{m['peak_gib']:.2f} GiB for {a}" for a, m in MEASURED.items())
+    cpu = ", ".join(f"{m['cpu_seconds']:.0f} s for {a}" for a, m in MEASURED.items())
+    need_gb = math.ceil((memory_gb + GRADER_GIB) * 2**30 / 10**9)  # Gradescope's settings are in decimal GB
+    return "\n".join([
+        "Gradescope's Autograder Settings for this zip (its default container, 768 MB of memory and half a CPU, "
+        "is too small):",
+        f"  memory: at least {need_gb} GB. One honest submission's processes together (the "
+        f"grader, nbgrader, the kernel, the judge's processes) peaked at {peaks} here (PSS), torch loaded in several "
+        "of them: 768 MB held 07 only at its edge. And the zip stops a submission's own processes at "
+        f"{memory_gb:g} GiB (--memory-gb): the container must hold that and the grader's {GRADER_GIB:g} GiB, or a "
+        "notebook that takes too much is killed by the container instead of graded \"out of memory\". For a smaller "
+        f"container, build with --memory-gb at most its memory less {GRADER_GIB:g} GiB.",
+        f"  CPU: half a CPU is enough. A submission took {cpu} of CPU time here, so about twice that at half a CPU "
+        "(07 earned full marks in a 768 MB, half-CPU cgroup); more CPU only makes it faster.",
+        f"  timeout: 10 minutes (Gradescope's default) or more, well above the zip's own {timeout:g} s per notebook: "
+        "run_autograder also starts Python and makes the gradebook, and a run Gradescope stops writes no results.",
+    ])
+
+
 def prepare(root: Path) -> None:
     """setup.sh's last step: the caches every submission uses (the stubbed course_lib, the
     sandbox's copy of autograder), built once into the image; a broken environment fails here."""
@@ -163,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         path = build(args.assignment.zfill(2), args.out, timeout=args.timeout, memory_gb=args.memory_gb,
                      visibility={"cells": args.cells, "status": args.status, "stdout": args.stdout})
         print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB): upload it as the assignment's autograder")
+        print(container_advice(memory_gb=args.memory_gb, timeout=args.timeout))
         return 0
     if args.command == "prepare":
         prepare(args.root)

@@ -3,7 +3,7 @@ class-scale run for sizing a grading machine; the Gradescope autograder against 
 
     python benchmarks/grading.py [NN ...]                 # default: every assignment of solutions/
     python benchmarks/grading.py --class N [NN ...]       # N submissions of each assignment, --jobs 1 and 2
-    python benchmarks/grading.py --gradescope [NN ...]    # run_autograder's seconds against make grade's
+    python benchmarks/grading.py --gradescope [NN ...]    # run_autograder's seconds against make grade's, its memory
 
 **One solution per assignment** (the default). Its solution notebook is graded as one submission by
 the real grading command (`autograder.grade`: sandbox, judge, limits), one submission at a time
@@ -30,15 +30,22 @@ unpacked as Gradescope unpacks it and its run_autograder run on the solution (`-
 default 3, after one run that builds its caches, as setup.sh does on Gradescope), against the
 grading command on one submission (`python -m autograder.grade NN --jobs 1`, the same number of
 times): each a fresh process, as each Gradescope submission is. Gradescope's own machines cannot be
-measured here; these are this machine's seconds for the same work.
+measured here; these are this machine's seconds for the same work. Each run_autograder run also
+gives its CPU seconds and its peak memory: the PSS sum over run_autograder's whole process tree
+(the grader, nbgrader, the kernel, the judge's processes), sampled every 0.1 s, split by command at
+the peak. `--container 768M,0.5` (root only) runs each timed run_autograder capped as Gradescope's
+default container is, 768 MB and half a CPU (a memory cgroup and a CPU quota), and adds the
+cgroup's own peak (page cache included) and its OOM kills.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -96,33 +103,46 @@ def measure(assignments: list[str] | None = None) -> dict:
 
 # ---------------------------------------------------------------- a class
 class PeakMemory:
-    """The largest PSS sum of this process and its descendants, sampled every `every` seconds."""
+    """The largest PSS sum of process `pid` (default: this one) and its descendants, sampled every
+    `every` seconds; `at_peak` splits that sample by what each process runs (its command line's
+    first words: "python -m autograder.grade", "bwrap", ...)."""
 
-    def __init__(self, every: float = 0.1):
-        self.every, self.peak, self._stop = every, 0, threading.Event()
+    def __init__(self, every: float = 0.1, pid: int | None = None):
+        self.every, self.pid, self.peak, self._stop = every, pid or os.getpid(), 0, threading.Event()
+        self.at_peak: dict[str, int] = {}
         self._thread = threading.Thread(target=self._watch, daemon=True)
 
-    @staticmethod
-    def pss_bytes() -> int:
+    def sample(self) -> dict[str, int]:
+        """PSS bytes now, by command (see the class docstring)."""
         from autograder.limits import _descendants
 
-        total = 0
-        for pid in _descendants({os.getpid()}):
+        out: dict[str, int] = {}
+        for pid in _descendants({self.pid}):
             try:
-                for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                    if line.startswith("Pss:"):
-                        total += int(line.split()[1]) * 1024
-                        break
-            except (OSError, ValueError):
+                pss = next(int(line.split()[1]) * 1024 for line in
+                           Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines() if line.startswith("Pss:"))
+                words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except (OSError, ValueError, StopIteration):
                 continue
-        return total
+            name = " ".join(Path(words[0].decode(errors="replace")).name if i == 0 else w.decode(errors="replace")
+                            for i, w in enumerate(words[:3]) if w)
+            out[name] = out.get(name, 0) + pss
+        return out
+
+    def pss_bytes(self) -> int:
+        return sum(self.sample().values())
+
+    def _record(self):
+        now = self.sample()
+        if sum(now.values()) > self.peak:
+            self.peak, self.at_peak = sum(now.values()), now
 
     def _watch(self):
         while not self._stop.wait(self.every):
-            self.peak = max(self.peak, self.pss_bytes())
+            self._record()
 
     def __enter__(self):
-        self.peak = self.pss_bytes()
+        self._record()
         self._thread.start()
         return self
 
@@ -220,10 +240,81 @@ def timed(cmd: list[str], env: dict, cwd: Path) -> float:
     return time.perf_counter() - t0
 
 
-def measure_gradescope(assignments: list[str] | None, repeat: int) -> dict:
+class Container:
+    """A cap on memory and CPU like a Gradescope container's, for the processes that join it: a
+    memory cgroup (`autograder.limits.Cgroup`) and a CPU quota (cgroup v2's cpu.max in the same
+    cgroup, or v1's cpu hierarchy: cfs_quota_us over cfs_period_us); SystemExit where there is no memory cgroup."""
+
+    PERIOD_US = 100_000
+    _made = itertools.count()
+
+    def __init__(self, memory_bytes: int, cpus: float):
+        from autograder.limits import CGROUP_ROOT, Cgroup
+
+        name = f"course-bench-container-{os.getpid()}-{next(Container._made)}"
+        self.memory = Cgroup.make("memory", name)
+        if self.memory is None:
+            raise SystemExit("--container: no memory cgroup can be made here")
+        self.memory.limit(memory_bytes)
+        quota = f"{round(cpus * self.PERIOD_US)} {self.PERIOD_US}"
+        if self.memory.version == 2:
+            (self.memory.path.parent / "cgroup.subtree_control").write_text("+cpu")
+            (self.memory.path / "cpu.max").write_text(quota)
+            self.cpu = None
+        else:
+            self.cpu = CGROUP_ROOT / "cpu" / name
+            self.cpu.mkdir()
+            (self.cpu / "cpu.cfs_period_us").write_text(str(self.PERIOD_US))
+            (self.cpu / "cpu.cfs_quota_us").write_text(str(round(cpus * self.PERIOD_US)))
+
+    def join(self) -> None:
+        """A preexec_fn: the calling process joins the container."""
+        self.memory.join()
+        if self.cpu is not None:
+            (self.cpu / "cgroup.procs").write_text(str(os.getpid()))
+
+    def peak_bytes(self) -> int | None:
+        """The largest memory the cgroup was charged (page cache included), where the kernel keeps it."""
+        for name in ("memory.peak", "memory.max_usage_in_bytes"):
+            try:
+                return int((self.memory.path / name).read_text())
+            except (OSError, ValueError):
+                continue
+        return None
+
+    def close(self) -> dict:
+        facts = {"container_peak_gib": round((self.peak_bytes() or 0) / 2**30, 2), "oom_kills": self.memory.hits()}
+        self.memory.close()
+        if self.cpu is not None:
+            self.cpu.rmdir()  # its processes are the memory cgroup's, killed by its close
+        return facts
+
+
+def measured(cmd: list[str], env: dict, cwd: Path, container: tuple[int, float] | None = None) -> dict:
+    """One run of `cmd`: its seconds, CPU seconds (user + system of its processes, as the kernel
+    counts them for this process's waited-for children), peak PSS over its process tree (sampled
+    every 0.1 s) and, inside a `container` (bytes, CPUs), the cgroup's own peak and its OOM kills."""
+    box = Container(*container) if container else None
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            preexec_fn=box.join if box else None)
+    with PeakMemory(pid=proc.pid) as memory:
+        proc.wait()
+    seconds = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{cmd[0]} exited {proc.returncode}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    at_peak = {name: round(b / 2**30, 3) for name, b in sorted(memory.at_peak.items(), key=lambda kv: -kv[1])}
+    return {"seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1), "peak_pss_gib": round(memory.peak / 2**30, 2),
+            "at_peak_gib": at_peak, **(box.close() if box else {})}
+
+
+def measure_gradescope(assignments: list[str] | None, repeat: int, container: tuple[int, float] | None = None) -> dict:
     from autograder.gradescope import build
 
-    out = {"load_average_before": os.getloadavg()}
+    out = {"load_average_before": os.getloadavg(), "container": container}
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOGRADER_")}
     for a in solutions(assignments):
         make_cases(a)
@@ -232,24 +323,34 @@ def measure_gradescope(assignments: list[str] | None, repeat: int) -> dict:
             place.chmod(0o755)
             source = place / "source"
             subprocess.run(["unzip", "-q", str(build(a, place / "zip")), "-d", str(source)], check=True)
-            gs, mg = [], []
+            gs, mg, results = [], [], []
             for i in range(repeat + 1):  # the first run of each builds its caches (setup.sh does, on Gradescope)
                 root = gradescope_root(place, source, name=f"r{i}", assignment=a)
-                gs.append(timed([str(root / "run_autograder")], {**env, "AUTOGRADER_ROOT": str(root),
-                                                                 "AUTOGRADER_PYTHON": sys.executable}, root))
-                result = json.loads((root / "results" / "results.json").read_text())
+                gs.append(measured([str(root / "run_autograder")], {**env, "AUTOGRADER_ROOT": str(root),
+                                                                    "AUTOGRADER_PYTHON": sys.executable}, root,
+                                   container=container if i else None))
+                results.append(json.loads((root / "results" / "results.json").read_text()))
                 course = place / f"c{i}"
                 shutil.copytree(REPO / "solutions" / a, course / "submitted" / "solution" / a)
                 mg.append(timed([sys.executable, "-m", "autograder.grade", a, "--course", str(course), "--jobs", "1"],
                                 env, REPO))
-            out[a] = {"run_autograder_seconds": [round(s, 1) for s in gs[1:]],
-                      "make_grade_seconds": [round(s, 1) for s in mg[1:]],
-                      "run_autograder_mean": round(statistics.mean(gs[1:]), 1),
+            out[a] = {"run_autograder": gs[1:], "make_grade_seconds": [round(s, 1) for s in mg[1:]],
+                      "run_autograder_mean": round(statistics.mean(g["seconds"] for g in gs[1:]), 1),
                       "make_grade_mean": round(statistics.mean(mg[1:]), 1),
-                      "score": result["score"]}
+                      "peak_pss_gib": max(g["peak_pss_gib"] for g in gs[1:]),
+                      "scores": [r["score"] for r in results[1:]],
+                      "statuses": [next((t["status"] for t in r.get("tests", []) if t["name"] == "Submission"), None)
+                                   for r in results[1:]]}
             print(f"[bench] gradescope {a}: {json.dumps(out[a])}", flush=True)
     out["load_average_after"] = os.getloadavg()
     return out
+
+
+def container_of(text: str) -> tuple[int, float]:
+    """--container's MEMORY,CPUS (768M,0.5 or 2G,1) as (bytes, CPUs)."""
+    memory, cpus = text.split(",")
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    return int(float(memory[:-1]) * units[memory[-1].upper()]), float(cpus)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -260,12 +361,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wrong", type=float, default=0.2, help="with --class: the share of wrong submissions")
     parser.add_argument("--gradescope", action="store_true", help="run_autograder against make grade, per submission")
     parser.add_argument("--repeat", type=int, default=3, help="with --gradescope: timed runs of each")
+    parser.add_argument("--container", type=container_of, default=None, metavar="MEMORY,CPUS",
+                        help="with --gradescope: each timed run_autograder capped like a container, e.g. 768M,0.5 "
+                             "(Gradescope's default)")
     args = parser.parse_args(argv)
     if args.class_size:
         result = measure_class(args.assignments or None, args.class_size,
                                jobs=[int(j) for j in args.jobs.split(",")], wrong_share=args.wrong)
     elif args.gradescope:
-        result = measure_gradescope(args.assignments or None, args.repeat)
+        result = measure_gradescope(args.assignments or None, args.repeat, args.container)
     else:
         result = measure(args.assignments or None)
     print(json.dumps(result, indent=1))

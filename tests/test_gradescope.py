@@ -22,7 +22,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.gradescope import TEST_TOOLS, build, requirement_name
+from autograder import requirements_lock
+from autograder.gradescope import DEFAULT_CONTAINER_GIB, GRADER_GIB, MEASURED, build, container_advice
 from autograder.gradescope_results import error_results, problems
 from autograder.mistakes import catalogue
 from autograder.sandbox import bubblewrap_works
@@ -331,45 +332,96 @@ def test_a_hostile_notebook_reaches_no_secret(place, source, mode):
 
 
 # ---------------------------------------------------------------- the zip itself
-def test_the_zip_holds_what_grading_needs_and_nothing_else(built):
+def test_the_zip_holds_what_grading_needs_and_nothing_else(built, tmp_path):
     with zipfile.ZipFile(built) as z:
         names = z.namelist()
         modes = {i.filename: i.external_attr >> 16 for i in z.infolist()}
         settings = json.loads(z.read("gradescope.json"))
-        requirements = z.read("requirements.txt").decode()
+        lock = z.read("requirements.lock").decode()
+        torch_lock = z.read("torch.lock").decode()
         setup = z.read("setup.sh").decode()
     print(f"the zip: {built.stat().st_size / 2**20:.1f} MiB, {len(names)} files")
     assert built.stat().st_size < 32 * 2**20
     assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
     tops = {n.split("/")[0] for n in names}
-    assert tops == {"setup.sh", "run_autograder", "requirements.txt", "gradescope.json", "course"}, tops
+    assert tops == {"setup.sh", "run_autograder", "requirements.lock", "torch.lock", "gradescope.json", "course"}, tops
     assert {n.split("/")[1] for n in names if n.startswith("course/")} == {
         "autograder", "course_lib", "data", "configs", "solutions"}
     assert {n for n in names if n.startswith("course/solutions/")} == {f"course/solutions/07/{NOTEBOOK}"}
     hidden = sorted(n for n in names if n.startswith("course/autograder/hidden/"))
     assert hidden == [f"course/autograder/hidden/{s}.pt" for s in SUITES]
     for forbidden in ("tests/", "lessons/", "notebooks/", ".git", "__pycache__", "kit.py", "kit_template",
-                      "make_cases.py"):
+                      "make_cases.py", "requirements_lock.py"):
         assert not any(forbidden in n for n in names), forbidden
     assert not any(n.endswith(".pt") and "hidden" in n and not n.startswith("course/autograder/hidden/") for n in names)
     assert settings["assignment"] == "07" and settings["notebook"] == NOTEBOOK
     assert settings["visibility"] == {"cells": "after_due_date", "status": "visible", "stdout": "hidden"}
-    # the pins setup.sh installs: requirements-cpu.txt's, less the test tools; torch's CPU wheel first
-    cpu = (ROOT / "requirements-cpu.txt").read_text().splitlines()
-    assert requirements.splitlines() == [line for line in cpu if requirement_name(line) not in TEST_TOOLS]
-    torch_pin = next(line for line in cpu if requirement_name(line) == "torch")
-    assert f'TORCH="{torch_pin}"' in setup and "--index-url https://download.pytorch.org/whl/cpu \"$TORCH\"" in setup
+    # what setup.sh installs: the repository's lock, hash-checked; torch's CPU wheel first, from PyTorch's index
+    assert lock == requirements_lock.LOCK.read_text()
+    torch = requirements_lock.read()["torch"]
+    (tmp_path / "torch.lock").write_text(torch_lock)
+    assert requirements_lock.read(tmp_path / "torch.lock") == {"torch": torch} and torch.version.endswith("+cpu")
+    assert 'TORCH_INDEX="${AUTOGRADER_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"' in setup
+    assert "--require-hashes" in setup and '-r "$SOURCE/torch.lock"' in setup and '-r "$SOURCE/requirements.lock"' in setup
+    assert "@STUDENT_USER@" not in setup and 'STUDENT_USER="course-student"' in setup
 
 
 def test_the_scripts_are_valid_bash(tmp_path):
-    """`bash -n` on both scripts (shellcheck too, where it is installed). setup.sh itself runs only
-    on Gradescope (apt-get, a new user, a 1-2 GB environment)."""
+    """`bash -n` on both scripts (shellcheck too, where it is installed). setup.sh as a whole runs
+    on Ubuntu 22.04 in `tests/test_gradescope_image.py` (minutes: asked for by an environment variable)."""
     for name in ("setup.sh", "run_autograder"):
         script = ROOT / "autograder" / "gradescope_template" / name
         assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0, name
         if shutil.which("shellcheck"):
             proc = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True)
             assert proc.returncode == 0, proc.stdout
+
+
+SETUP = ROOT / "autograder" / "gradescope_template" / "setup.sh"
+
+
+def setup_sh(root: Path, path: str) -> subprocess.CompletedProcess:
+    """setup.sh without apt-get, its environment in `root`, with this PATH."""
+    env = {"PATH": path, "HOME": str(root), "AUTOGRADER_ROOT": str(root), "AUTOGRADER_SETUP_APT": "0"}
+    return subprocess.run([shutil.which("bash"), str(SETUP)], env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_setup_names_the_python_it_chose_and_the_line_that_failed(tmp_path):
+    """With python3.11 there (this machine's) and no lock in ROOT/source, setup.sh prints the Python
+    it chose, makes the environment and stops at the first pip line, naming its line and command.
+    (35 s at load average 15 on 2 cores: making the environment installs its pip.)"""
+    python = shutil.which("python3.11", path="/usr/bin:/bin")
+    if python is None:
+        pytest.skip("no python3.11 in /usr/bin")
+    proc = setup_sh(tmp_path, "/usr/bin:/bin")
+    assert proc.returncode != 0
+    assert f"setup.sh: grading with {python}, Python 3.11." in proc.stdout, proc.stdout
+    line = next(i for i, text in enumerate(SETUP.read_text().splitlines(), start=1) if "torch.lock" in text
+                and text.startswith('"${PIP[@]}"'))
+    assert (f'setup.sh: line {line} failed (exit 1): "${{PIP[@]}}" --no-deps --index-url "$TORCH_INDEX" '
+            '-r "$SOURCE/torch.lock"') in proc.stderr, proc.stderr
+    assert (tmp_path / "venv" / "bin" / "python").exists()
+
+
+def test_setup_without_python311_says_so(tmp_path):
+    proc = setup_sh(tmp_path, str(tmp_path / "no-such-folder"))
+    assert proc.returncode == 1
+    assert "setup.sh: no python3.11 on PATH: the lock (requirements.lock) is for CPython 3.11" in proc.stderr
+    assert not (tmp_path / "venv").exists()
+
+
+def test_the_build_says_what_to_set_on_gradescope():
+    """Gradescope's default container (768 MB) holds neither measured submission: the advice says
+    so with the figures, and sizes the memory to the zip's own limit plus the grader's share."""
+    assert all(m["peak_gib"] > DEFAULT_CONTAINER_GIB for m in MEASURED.values()), MEASURED
+    text = container_advice(memory_gb=4.0, timeout=300.0)
+    assert "(its default container, 768 MB of memory and half a CPU, is too small)" in text, text
+    assert GRADER_GIB == 0.3 and "memory: at least 5 GB" in text, text  # 4.3 GiB is 4.6 GB
+    assert f"{MEASURED['07']['peak_gib']:.2f} GiB for 07" in text and f"{MEASURED['09']['peak_gib']:.2f} GiB for 09" in text
+    assert "stops a submission's own processes at 4 GiB (--memory-gb)" in text
+    assert "timeout: 10 minutes (Gradescope's default) or more, well above the zip's own 300 s" in text
+    assert "memory: at least 2 GB" in container_advice(memory_gb=1.5, timeout=300.0)  # 1.8 GiB is 1.93 GB
 
 
 def test_each_build_draws_new_secret_cases(tmp_path):
