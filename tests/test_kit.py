@@ -206,7 +206,7 @@ def test_student_kit_has_no_reference_of_an_open_assignment(assignment, kits):
     assert zip_path.is_file()
     top = {p.name for p in kit.iterdir()}
     assert top == {"README.md", "Makefile", "requirements.txt", "pyproject.toml", "notebooks", "course_lib", "data",
-                   "configs", "practice", "autograder"}, top
+                   "configs", "jupyter_config", "practice", "autograder"}, top
     assert sorted(p.name for p in (kit / "notebooks").iterdir()) == [a for a in ASSIGNMENTS if a <= assignment]
     files = [p for p in kit.rglob("*") if p.is_file()]
     names = {p.relative_to(kit).as_posix() for p in files}
