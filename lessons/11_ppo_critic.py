@@ -466,10 +466,10 @@ print(f"ppo: the critic's explained variance {min(map(min, explained)):+.2f} to 
 # - **At an equal number of samples GRPO's mean over the three seeds ended higher, by 0.027**
 #   (seed by seed: higher on two, equal on one), less than one standard error of a single score:
 #   on this task and budget the two are not told apart by reward. **On the wall clock GRPO wins
-#   plainly**: 2.9 times fewer seconds per step. The
-#   critic doubles the forward and backward work, and GRPO's packed update skips the rows of a
-#   group whose rewards are all equal (advantage exactly 0; about half of the demo's groups, notebook 09), which PPO's
-#   per-token advantages never are.
+#   plainly**: 2.9 times fewer seconds per step. The critic doubles the forward and backward work,
+#   and GRPO's packed update skips the rows of a group whose rewards are all equal (advantage
+#   exactly 0; about half of the demo's groups, notebook 09), which PPO's per-token advantages
+#   never are.
 # - **The critic learned the mean and little else.** Its explained variance stayed near 0 (it
 #   was negative on some steps: worse than predicting the batch mean) in every run: 30 optimizer
 #   steps, one per rollout batch, are not enough for it to tell an easy question from a hard one
