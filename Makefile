@@ -25,7 +25,8 @@ test: setup
 
 # JupyterLab on notebooks/, with jupyter_config/ first on JUPYTER_CONFIG_PATH: it turns off nbgrader's
 # instructor panels and Jupyter's news pop-up (your own ~/.jupyter settings still apply). As root (a
-# container, a root shell) it starts with --allow-root, and says so. `.venv/bin/jupyter lab` keeps nbgrader's panels.
+# container, a root shell) it starts with --allow-root, and says so. An instructor who wants nbgrader's
+# panels runs `.venv/bin/jupyter lab`.
 AS_ROOT = $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: setup
 	$(if $(AS_ROOT),@echo "make lab: running as root; JupyterLab starts with --allow-root")

@@ -213,6 +213,7 @@ def test_make_lab_shows_neither_nbgrader_panels_nor_news(tmp_path):
     plain = lab_panels(tmp_path, {}, "without_settings", wait=60)
     assert "Nbgrader" in plain["menus"] and plain["create_assignment"], plain
     assert plain["toast_after"] is not None and any("Jupyter news" in t for t in plain["toasts"]), plain
+    print(f"without make lab's settings the news pop-up came {plain['toast_after']:.1f} s after the menu bar")
     student = lab_panels(tmp_path, {"JUPYTER_CONFIG_PATH": make_lab_config_path()}, "make_lab",
                          wait=max(10.0, 3 * plain["toast_after"]))
     assert "Nbgrader" not in student["menus"] and not student["create_assignment"], student
