@@ -466,7 +466,7 @@ plt.show()
 # | method | held-out answer, 3 seeds | seeds | pairs or samples | seconds |
 # |---|---|---|---|---|
 # | DPO, on-policy pairs | 0.563 +- 0.023 | 0.550, 0.590, 0.550 | 142-159 pairs (18-20 steps) | 17 + 16 of sampling |
-# | DPO, off-policy pairs | 0.395 +- 0.044 | 0.345, 0.410, 0.430 | 256 pairs (32 steps) | 27 |
+# | DPO, off-policy pairs | 0.395 +- 0.044 | 0.345, 0.410, 0.430 | 256 pairs (32 steps) | 28 |
 # | SFT on the chosen responses | 0.572 +- 0.025 | 0.545, 0.595, 0.575 | 142-159 responses | 7 + 16 of sampling |
 # | GRPO | 0.550 +- 0.015 | 0.550, 0.565, 0.535 | 2,048 samples (32 steps) | 45 |
 #
