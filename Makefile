@@ -23,8 +23,14 @@ $(STAMP): requirements-cpu.txt pyproject.toml
 test: setup
 	$(PY) -m pytest -n 2 --durations=15 tests
 
+# JupyterLab on notebooks/, with jupyter_config/ first on JUPYTER_CONFIG_PATH: it turns off nbgrader's
+# instructor panels and Jupyter's news pop-up (your own ~/.jupyter settings still apply). As root (a
+# container, a root shell) it starts with --allow-root, and says so. An instructor who wants nbgrader's
+# panels runs `.venv/bin/jupyter lab`.
+AS_ROOT = $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: setup
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+	$(if $(AS_ROOT),@echo "make lab: running as root; JupyterLab starts with --allow-root")
+	JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter_config" $(VENV)/bin/jupyter lab --notebook-dir=notebooks $(AS_ROOT)
 
 clean:
 	rm -rf $(VENV) .pytest_cache runs

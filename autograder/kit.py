@@ -10,6 +10,7 @@ writes DIR/ and DIR.zip:
                                      NotImplementedError that names its notebook (autograder.stubs);
                                      the references of earlier assignments stay (their deadlines passed)
     data/ configs/                   the tiny world and the training configurations
+    jupyter_config/                  the settings `make lab` starts JupyterLab with (no nbgrader panels, no news)
     practice/MM/<suite>.pt           practice cases of notebooks MM <= NN: inputs drawn with the public
                                      seed, expected outputs from the reference (the only expected values
                                      in the kit) and the known mistakes' outputs on them with their names
@@ -110,6 +111,7 @@ def build_kit(assignment: str, out: Path, seed: int | None = None, make_zip: boo
     write_stubbed(out, open_names(assignment), COURSE_LIB)
     shutil.copytree(REPO_ROOT / "data", out / "data", ignore=IGNORE)
     shutil.copytree(REPO_ROOT / "configs", out / "configs", ignore=IGNORE)
+    shutil.copytree(REPO_ROOT / "jupyter_config", out / "jupyter_config", ignore=IGNORE)  # `make lab`'s settings
     # the autograder of `make check`: no suites, no hidden cases, no grading command
     suites = {a: notebook_suites(a) for a in included}
     write_kernel_side(out, sorted({s for by in suites.values() for s in by}), init=KIT_INIT, modules=PRACTICE_SIDE)

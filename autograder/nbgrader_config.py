@@ -8,8 +8,10 @@ c.CourseDirectory.submitted_directory = "submitted"
 c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
 
-# release notebooks: graded regions become this stub, outputs are cleared
-c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+# release notebooks: graded regions become this stub (its message says what to do: the student reads it
+# under the traceback), outputs are cleared
+c.ClearSolutions.code_stub = {
+    "python": '# YOUR CODE HERE\nraise NotImplementedError("replace this line with your code, then run this cell and the ones below it")'}
 c.ClearOutput.enabled = True
 
 # autograding: a cell may take a while (the hidden checks start fresh processes); the whole

@@ -103,10 +103,13 @@ def check(assignment: str, notebook: Path | None = None, seed: int = PRACTICE_SE
     reports = []
     for suite, graded in suites.items():
         report = {"name": suite, "kind": "practice", "cases": [], "passed": False}
-        if why or graded not in namespace:
-            report["problem"] = why or f"{graded} is not defined in your notebook"
-        elif graded in unfinished:
-            report["problem"] = f"{graded} is still the NotImplementedError stub"
+        if why or graded not in namespace or graded in unfinished:
+            if why or graded not in namespace:
+                report["problem"] = why or f"{graded} is not defined in your notebook"
+            else:
+                report["problem"] = (f"{graded} is still the NotImplementedError stub: write it in its cell, save the "
+                                     f"notebook and run this again")
+            report["not_run"] = len(practice_cases(suite, assignment, seed)["cases"])  # none of them passed
         else:
             settings = suite_settings(load_suite(suite, package))
             fn_bytes = cloudpickle.dumps(namespace[graded])
@@ -142,7 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"notebook {assignment}: practice cases (public seed {args.seed}; the grader's hidden cases are other "
           f"draws of the same kinds)")
     for report in reports:
-        print(format_report(report))
+        if "not_run" in report:  # the function never ran: none of its practice cases passed
+            print(f"{report['name']}: 0/{report['not_run']} practice cases passed\n  {report['problem']}")
+        else:
+            print(format_report(report))
     passed = sum(r["passed"] for r in reports)
     print(f"{passed} of {len(reports)} graded functions pass all their practice cases")
     return 0 if passed == len(reports) else 1

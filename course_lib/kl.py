@@ -8,8 +8,8 @@ With tokens o sampled from pi and r = pi_ref(o) / pi(o), three estimators of KL(
     k2 = (log r)^2 / 2          biased (exact to second order in log r), low variance, >= 0
     k3 = r - log r - 1          unbiased, low variance, >= 0 (the GRPO paper's penalty)
 
-`approx_kl` is the lesson notes' monitor of how far an update moved the policy from the one that
-sampled the batch: the masked mean of 0.5 * (log pi - log pi_old)^2 (k2 with pi_old sampling).
+`approx_kl` is the monitor PPO and GRPO trainers log of how far an update moved the policy from the
+one that sampled the batch: the masked mean of 0.5 * (log pi - log pi_old)^2 (k2 with pi_old sampling).
 `exact_kl` is the KL itself at one position, over the whole vocabulary, from two logits tensors:
 the tiny world's vocabulary is small enough to compute it at every position of a response, which
 is what notebook 10 measures the estimators against.

@@ -174,12 +174,12 @@ for mu in (0.1, 1.0):
 for mu in (0.1, 1.0):
     log_pi, log_ref = -0.5 * x**2, -0.5 * (x - mu) ** 2
     right, inverted = kl_k3(log_pi, log_ref).mean().item(), kl_k3(log_ref, log_pi).mean().item()
-    print(f"true KL {mu**2 / 2:<5g}: k3 {right:.4f}, k3 with r = pi / pi_ref {inverted:.4f} "
-          f"(closed form exp(mu^2) - 1 - mu^2 / 2 = {torch.tensor(mu**2).exp().item() - 1 - mu**2 / 2:.4f})")
+    print(f"true KL {mu**2 / 2:<5g}: k3 {right:.5f}, k3 with r = pi / pi_ref {inverted:.5f} "
+          f"(closed form exp(mu^2) - 1 - mu^2 / 2 = {torch.tensor(mu**2).exp().item() - 1 - mu**2 / 2:.5f})")
 
 # %% [markdown]
 # At KL 0.005 the inverted estimator reads 0.00504 (one percent off, inside the sampling noise of
-# a real batch); at KL 0.5 it reads 1.22, two and a half times the truth. The hidden cases of
+# a real batch); at KL 0.5 it reads 1.22, 2.4 times the truth. The hidden cases of
 # `kl_k3` use log-ratios of size 1 and more, where the two differ at once.
 #
 # ## What each estimator does as a loss
@@ -330,11 +330,15 @@ new = torch.tensor([[-1.0, -2.0, -3.0, 9.0], [-0.5, 5.0, 5.0, 5.0]])
 old = torch.tensor([[-1.5, -1.0, -3.0, 0.0], [-1.5, 0.0, 0.0, 0.0]])
 mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]])
 got = approx_kl(new, old, mask)
-# by hand: 0.5 * (0.5^2 + 1^2 + 0^2 + 1^2) / 4 response tokens = 0.28125
+# by hand: 0.5 * (0.5^2 + 1^2 + 0^2 + 1^2) / 4 response tokens = 0.28125; the masked-out positions hold
+# differences of 9 and 5 (squares 81 and 25): 0.5 * (2.25 + 81 + 75) / 8 = 9.890625 over every position
 expect(got.dim() == 0, f"shape {tuple(got.shape)}: approx_kl is one number for the batch")
 expect(abs(got.item() - (0.5 * (0.25 + 1.0 + 0.0) / 3 + 0.5) / 2) > 1e-4,
        "you averaged per row first (a mean of per-row means, 0.354): every response token weighs the same")
-expect(abs(got.item() - 91.125 / 8) > 1e-3, "you averaged over all positions (11.39): only response tokens count")
+expect(abs(got.item() - 79.125 / 8) > 1e-3,
+       "every position entered the mean (9.89): only the response tokens the mask selects count")
+expect(abs(got.item() - 1.125 / 8) > 1e-6,
+       "you divided the masked sum by every position (0.141), not by the number of response tokens (4)")
 expect(abs(got.item() - 0.5625) > 1e-6, "you left out the 1/2 (0.5625): approx_kl = 0.5 * (logp - logp_old)^2")
 expect(cmp("approx_kl", got, torch.tensor(0.28125)), "approx_kl = sum(0.5 * (logp - logp_old)^2 * mask) / mask.sum()")
 expect(approx_kl(new, old, torch.zeros(2, 4)).item() == 0.0, "an all-zero mask must give 0, not NaN: clamp the count at 1")
@@ -414,11 +418,12 @@ if not GRADING:
 
 # %%
 if drift:
-    true_kl = [r["exact"] for r in drift]
+    by_kl = sorted(drift, key=lambda r: r["exact"])  # joined in order of the KL: it does not rise at every step
+    true_kl = [r["exact"] for r in by_kl]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for name, colour in (("k1", "tab:blue"), ("k2", "tab:orange"), ("k3", "tab:green")):
-        axes[0].plot(true_kl, [(r[name][0] - r["exact"]) / r["exact"] for r in drift], "o-", color=colour, label=name)
-        axes[1].plot(true_kl, [r[name][1] / r["exact"] for r in drift], "o-", color=colour, label=name)
+        axes[0].plot(true_kl, [(r[name][0] - r["exact"]) / r["exact"] for r in by_kl], "o-", color=colour, label=name)
+        axes[1].plot(true_kl, [r[name][1] / r["exact"] for r in by_kl], "o-", color=colour, label=name)
     axes[0].axhline(0, color="grey", lw=0.8)
     axes[0].set(xlabel="exact KL(pi || pi_ref) per response token", ylabel="(mean of k - exact) / exact",
                 title="bias, relative to the exact KL")
@@ -426,7 +431,8 @@ if drift:
                 title="spread, relative to the exact KL", yscale="log")
     for ax in axes:
         ax.legend()
-    fig.suptitle("KL estimators on the tiny model's responses as GRPO moves it from qwen2-sft (measured above)")
+    fig.suptitle("KL estimators on the tiny model's responses as GRPO moves it from qwen2-sft (measured above)\n"
+                 f"points in order of the exact KL: steps {', '.join(str(r['step']) for r in by_kl)}")
     plt.tight_layout()
     plt.show()
 
@@ -442,8 +448,9 @@ if drift:
 # - **$k_3$** is unbiased, but its $r$ term has a heavy tail of its own: a sampled token that
 #   $\pi$ now gives little probability and $\pi_\text{ref}$ liked has $r = \pi_\text{ref} / \pi$ in
 #   the hundreds. At step 6 such tokens made $k_3$'s mean 3.48 against an exact 0.115 (standard
-#   deviation 191), at step 10 0.451 against 0.252. At the other steps it was within 10% of the
-#   exact KL, with the lowest spread of the three (0.44 against $k_1$'s 0.50 at step 2).
+#   deviation 191), at step 10 0.451 against 0.252. At the other steps it was within 11% of the
+#   exact KL, with the lowest spread of the three at steps 2, 4 and 12 (0.44 against $k_1$'s 0.50
+#   at step 2); at step 8 its spread, 2.9, was already above $k_1$'s 1.6.
 #
 # So the Gaussians' lesson ("$k_3$: unbiased and low variance") holds near the reference; as the
 # policy moves away, a batch mean of $k_3$ can be dominated by one token. The exact KL is what the
@@ -602,14 +609,21 @@ for name, run in sweep["runs"].items():
     last = run["curve"][-1]
     print(f"{name:26s} {last['kl_pi_ref']:12.4f} {last['kl_ref_pi']:12.4f} {run['held_out']['answer_reward']:16.3f}"
           + (f"   logged kl {last['logged_kl']:.3f}" if last.get("logged_kl") is not None else ""))
+print(f"the sweep's {len(sweep['runs'])} runs took {sum(run['seconds'] for run in sweep['runs'].values()) / 60:.0f} minutes")
 
 # %%
+# k3_value_k2_grad's curves lie on k2's (the same gradient): k2's are drawn wide and hollow underneath
+WIDE, THIN = dict(lw=4, ms=10, mfc="none", alpha=0.5), dict(lw=1, ms=4)
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
 for ax, beta in zip(axes, (0.1, 1.0)):
     for i, form in enumerate(("k3", "k2", "k3_value_k2_grad", "k1_reward")):
         curve = sweep["runs"][f"{form}_beta_{beta:g}"]["curve"]
-        ax.plot([c["step"] for c in curve], [c["kl_pi_ref"] for c in curve], "o-", color=f"C{i}", label=f"{form}: KL(pi||ref)")
-        ax.plot([c["step"] for c in curve], [c["kl_ref_pi"] for c in curve], "s:", color=f"C{i}", label=f"{form}: KL(ref||pi)")
+        style = WIDE if form == "k2" else THIN if form == "k3_value_k2_grad" else {}
+        note = " (on k2's)" if form == "k3_value_k2_grad" else ""
+        ax.plot([c["step"] for c in curve], [c["kl_pi_ref"] for c in curve], "o-", color=f"C{i}",
+                label=f"{form}: KL(pi||ref){note}", **style)
+        ax.plot([c["step"] for c in curve], [c["kl_ref_pi"] for c in curve], "s:", color=f"C{i}",
+                label=f"{form}: KL(ref||pi){note}", **style)
     base = sweep["runs"]["beta_0"]["curve"]
     ax.plot([c["step"] for c in base], [c["kl_pi_ref"] for c in base], "k-", lw=2, label="beta 0: KL(pi||ref)")
     ax.plot([c["step"] for c in base], [c["kl_ref_pi"] for c in base], "k:", lw=2, label="beta 0: KL(ref||pi)")
@@ -634,17 +648,19 @@ plt.show()
 #
 # (`qwen2-sft`, the start: 0.520.) What it shows:
 #
-# - **`k3_value_k2_grad` is `k2` to the last digit** in both KLs and the held-out reward: the
-#   same gradient moves the weights the same way; only the number it logs differs (0.126, $k_3$'s
-#   value, against $k_2$'s 0.458 at $\beta = 0.1$: $k_2$'s heavy-tail bias again).
+# - **`k3_value_k2_grad` is `k2` to the last digit** in both KLs and the held-out reward (in the
+#   plot its thin curves lie on `k2`'s wide ones): the same gradient moves the weights the same
+#   way; only the number it logs differs (0.126, $k_3$'s value, against $k_2$'s 0.458 at
+#   $\beta = 0.1$: $k_2$'s heavy-tail bias again).
 # - **$k_3$ as a loss pulls the forward KL down more than the one it reports.** Without a penalty
 #   the two KLs ended nearly equal (0.236 and 0.225); under the $k_3$ loss at $\beta = 1$ the
 #   forward $\mathrm{KL}(\pi_\text{ref} \,\|\, \pi)$ is 0.073 and the reverse 0.096, as its
 #   gradient (the forward KL's) says.
 # - **At the same $\beta$, the $k_2$ loss held both KLs lowest** (0.062 at $\beta = 0.1$, against
 #   $k_3$'s 0.146). Part of it is scale: on these tokens $k_2$'s values, and so its gradients,
-#   are larger (its logged mean is 3.6 times $k_3$'s at $\beta = 0.1$), so one $\beta$ is not one
-#   strength across the forms.
+#   are larger (at $\beta = 0.1$ its logged mean, 0.458, is 3.6 times the $k_3$ value logged on
+#   the same tokens by `k3_value_k2_grad`, 0.126), so one $\beta$ is not one strength across the
+#   forms.
 # - **$k_1$ in the reward at $\beta = 0.1$ ended farther from the reference than no penalty**
 #   (0.350 against 0.236). What the formula does: group normalisation makes advantages
 #   scale-free, so in a group whose task rewards are all equal, the shaped rewards differ only by
@@ -659,7 +675,7 @@ plt.show()
 # ## Pitfalls from practice
 #
 # - **The inverted ratio.** $k_3$ with $r = \pi / \pi_\text{ref}$ reads right at small KL and 2.4
-#   times too high at KL 0.5 (measured above). Test any KL code at a KL of order 1.
+#   times the truth at KL 0.5 (measured above). Test any KL code at a KL of order 1.
 # - **Value and gradient are different questions.** $k_3$'s value is an unbiased estimate of
 #   $\mathrm{KL}(\pi \,\|\, \pi_\text{ref})$, but as a loss its expected gradient is that of
 #   $\mathrm{KL}(\pi_\text{ref} \,\|\, \pi)$ (measured above, to rounding). Decide which KL the
@@ -667,7 +683,7 @@ plt.show()
 # - **Precision near r = 1.** `exp(log r) - log r - 1` in float32 loses $k_3$ entirely when the
 #   policy is near the reference, which is exactly where a trainer starts (checked above).
 # - **The mean of per-row means** weighs a short response's tokens more than a long one's; the
-#   monitor of the lesson notes averages over tokens.
+#   monitor `approx_kl` averages over tokens.
 # - **Log-probs nobody scored.** The course trainer leaves `old_log_probs` at 0 on the rows it
 #   never trains on (advantage exactly 0 and no KL term: notebook 09's packed update skips them).
 #   A monitor over every row must score them itself, as the cell above does: against the

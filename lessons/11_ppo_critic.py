@@ -32,9 +32,10 @@ from course_lib.selfcheck import cmp, expect  # cmp: exact / approximate / max d
 # %% [markdown]
 # ## Four models, and what they cost
 #
-# The lesson notes' PPO holds four models: the **actor** $\pi_\theta$ (the policy, trained), a
-# frozen **reference** $\pi_\text{ref}$ (for the KL penalty), the **critic** (the policy's
-# backbone with a value head instead of the LM head, trained) and the **reward model** (frozen).
+# PPO as InstructGPT runs it (Ouyang et al., 2022) holds four models: the **actor** $\pi_\theta$
+# (the policy, trained), a frozen **reference** $\pi_\text{ref}$ (for the KL penalty), the
+# **critic** (the policy's backbone with a value head instead of the LM head, trained) and the
+# **reward model** (frozen).
 # Trained in float32 with AdamW, a model of $N$ parameters holds its weights (4 bytes each), its
 # gradients (4) and Adam's two moments (8): $16N$ bytes. A frozen one holds its weights: $4N$.
 #
@@ -394,7 +395,7 @@ if not GRADING:
 # %% [markdown]
 # ## PPO against GRPO at an equal number of samples
 #
-# Both from `qwen2-sft`, 20 steps of 64 responses (8 per question, the same questions in the same
+# Both from `qwen2-sft`, 30 steps of 64 responses (8 per question, the same questions in the same
 # order), the same clip loss and learning rate; GRPO's advantages are the group's, PPO's the
 # critic's. Three seeds each; every 5 steps greedy decoding answers 200 held-out problems. An
 # instructor command, `OMP_NUM_THREADS=1 python benchmarks/ppo_11.py`, wrote the data file the
@@ -437,11 +438,21 @@ def final(kind, key):
     return mean, spread, values
 
 
+per_step = {}
 for kind in ("grpo", "ppo"):
     mean, spread, values = final(kind, "answer_reward")
-    secs = [sum(s["step_time"] for s in run["steps"]) / len(run["steps"]) for run in runs if run["kind"] == kind]
+    of_kind = [run for run in runs if run["kind"] == kind]
+    secs = [sum(s["step_time"] for s in run["steps"]) / len(run["steps"]) for run in of_kind]
+    per_step[kind] = sum(secs) / len(secs)
+    variance = [sum(s["advantage_var"] for s in run["steps"]) / len(run["steps"]) for run in of_kind]
     print(f"{kind}: held-out answer after {RESULTS['settings']['steps']} steps {mean:.3f} +- {spread:.3f} "
-          f"(seeds: {', '.join(f'{v:.3f}' for v in values)}); {sum(secs) / len(secs):.1f} s per step")
+          f"(seeds: {', '.join(f'{v:.3f}' for v in values)}); {per_step[kind]:.1f} s per step; per-token advantage "
+          f"variance, each run's mean over its steps: {min(variance):.3f} to {max(variance):.3f}")
+explained = [[s["explained_variance"] for s in run["steps"]] for run in runs if run["kind"] == "ppo"]
+last_5 = [v for run in explained for v in run[-5:]]
+print(f"ppo: the critic's explained variance {min(map(min, explained)):+.2f} to {max(map(max, explained)):+.2f}, "
+      f"{sum(last_5) / len(last_5):+.3f} on average over each run's last 5 steps; "
+      f"GRPO takes {per_step['ppo'] / per_step['grpo']:.1f} times fewer seconds per step")
 
 # %% [markdown]
 # Measured (`data/experiments/ppo_11.json`; the start, `qwen2-sft`, answers 0.520 of the 200; a
@@ -450,14 +461,15 @@ for kind in ("grpo", "ppo"):
 # | | held-out answer after 30 steps (3 seeds) | seconds per step | critic's explained variance | per-token advantage variance |
 # |---|---|---|---|---|
 # | GRPO | 0.550 +- 0.013 (0.540, 0.545, 0.565) | 1.2 | | 0.080-0.099 |
-# | PPO | 0.523 +- 0.019 (0.515, 0.545, 0.510) | 3.4 | -0.28 to +0.08, about 0 over the last 5 steps | 0.044 |
+# | PPO | 0.523 +- 0.019 (0.515, 0.545, 0.510) | 3.4 | -0.28 to +0.08; +0.008 on average over the last 5 steps | 0.044-0.045 |
 #
-# - **At an equal number of samples GRPO ended higher on all three seeds' mean, by 0.027**, less
-#   than one standard error of a single score: on this task and budget the two are not told apart
-#   by reward. **On the wall clock GRPO wins plainly**: 2.8 times fewer seconds per step. The
-#   critic doubles the forward and backward work, and GRPO's packed update skips the rows of a
-#   group whose rewards are all equal (advantage exactly 0; about half of the demo's groups, notebook 09), which PPO's
-#   per-token advantages never are.
+# - **At an equal number of samples GRPO's mean over the three seeds ended higher, by 0.027**
+#   (seed by seed: higher on two, equal on one), less than one standard error of a single score:
+#   on this task and budget the two are not told apart by reward. **On the wall clock GRPO wins
+#   plainly**: 2.9 times fewer seconds per step. The critic doubles the forward and backward work,
+#   and GRPO's packed update skips the rows of a group whose rewards are all equal (advantage
+#   exactly 0; about half of the demo's groups, notebook 09), which PPO's per-token advantages
+#   never are.
 # - **The critic learned the mean and little else.** Its explained variance stayed near 0 (it
 #   was negative on some steps: worse than predicting the batch mean) in every run: 30 optimizer
 #   steps, one per rollout batch, are not enough for it to tell an easy question from a hard one
@@ -490,7 +502,7 @@ for row in sweep["rows"]:
 fig, ax = plt.subplots(figsize=(5, 3.5))
 ax.plot([r["lam"] for r in sweep["rows"]], [r["abs_bias"] for r in sweep["rows"]], "o-", label="mean |bias|")
 ax.plot([r["lam"] for r in sweep["rows"]], [r["variance"] for r in sweep["rows"]], "s-", label="variance")
-ax.set(xlabel="lambda", title="the lambda-return against Monte Carlo Q")
+ax.set(xlabel="lambda", ylabel="mean |bias| and variance of G_t", title="the lambda-return against Monte Carlo Q")
 ax.legend()
 plt.show()
 
@@ -590,7 +602,7 @@ fresh.zero_grad(set_to_none=True)
 # %% [markdown]
 # Measured on 16 responses with an eos appended: the mask from lengths keeps all 16 eos tokens,
 # puts the reward on each, and gives each eos log-prob a gradient; the mask from ids keeps none:
-# the reward moves to the token before (`</answer>`), and no gradient reaches the eos log-probs,
+# the reward moves to the token before it, and no gradient reaches the eos log-probs,
 # however long the run. The fix is the course's: build `response_mask` from lengths when
 # tokenizing, never compare ids to `pad_token_id` afterwards.
 #

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 12 · DPO: preference learning without sampling
 #
-# **Goal.** Three ways a training signal reaches the weights, in the lesson notes' words:
+# **Goal.** Three ways a training signal reaches the weights:
 #
 # | method | what the loss sees | where the gradient comes from |
 # |---|---|---|
@@ -122,7 +122,7 @@ print("all visible checks passed")
 # chosen and the rejected responses, their margin, and the mean of $-\log\sigma(\text{margin})$.
 # Two traps:
 #
-# - **`torch.log(torch.sigmoid(x))` overflows.** For $x = -200$ in float32, $\sigma(x) = e^{-200}$
+# - **`torch.log(torch.sigmoid(x))` underflows.** For $x = -200$ in float32, $\sigma(x) = e^{-200}$
 #   is below the smallest float32 and rounds to 0; its log is $-\infty$ and the loss infinite. A
 #   pair ranked wrong by a wide margin is exactly where the gradient matters most. Use
 #   `torch.nn.functional.logsigmoid`, which computes $-\mathrm{softplus}(-x)$ and is exact there.
@@ -137,10 +137,11 @@ print("all visible checks passed")
 #
 # ### Your turn: `dpo_loss(policy_chosen_log_probs, policy_rejected_log_probs, ref_chosen_log_probs, ref_rejected_log_probs, beta)`
 #
-# What the hidden cases check: $\beta$ of 0.01 to 2, margins of $\pm 200$ and $\pm 1000$ where the
-# log of the sigmoid overflows, the policy equal to the reference (loss $\log 2$, accuracy 0), float32
-# and float64, the gradient with respect to both policy inputs, reference inputs that require a
-# gradient (which must get none), each metadata entry, and the errors.
+# What the hidden cases check: $\beta$ of 0.01 to 2, margins of $\pm 200$ and $\pm 1000$ ($\sigma(-200)$
+# underflows to 0 in float32, $\sigma(-1000)$ in float64), the policy equal to the reference (loss
+# $\log 2$, accuracy 0), float32 and float64, the gradient with respect to both policy inputs,
+# reference inputs that require a gradient (which must get none), each metadata entry, and the
+# errors.
 
 # %% [solution] course_lib.dpo:dpo_loss
 import torch
@@ -167,7 +168,8 @@ same, same_meta = dpo_loss(rc, rr, rc, rr, beta=0.1)
 expect(cmp("policy = reference: loss log 2", same, torch.tensor(math.log(2.0))), "with the policy equal to the reference every margin is 0: loss = log 2")
 expect(float(same_meta["reward_accuracy"]) == 0.0, "a tie is not a win: reward_accuracy counts chosen > rejected strictly")
 far, _ = dpo_loss(torch.tensor([-1000.0]), torch.tensor([-1.0]), torch.tensor([-1.0]), torch.tensor([-1.0]), beta=0.5)
-expect(bool(torch.isfinite(far)), "log(sigmoid(x)) overflowed to inf for a margin of -500: use F.logsigmoid")
+expect(bool(torch.isfinite(far)),
+       "an infinite loss for a margin of -500: sigmoid underflows to 0 there and log(0) = -inf; use F.logsigmoid")
 print("all visible checks passed")
 
 # %% [markdown]
@@ -384,8 +386,8 @@ if not GRADING:
 #
 # ## DPO, SFT on the chosen responses, and GRPO, on one budget of questions
 #
-# The comparison the lesson notes ask for: from `qwen2-sft`, the first 256 training questions, and
-# each method's own use of them (`OMP_NUM_THREADS=1 python benchmarks/dpo_12.py`, an instructor
+# One budget of questions, four ways to use it: from `qwen2-sft`, the first 256 training questions,
+# and each method's own use of them (`OMP_NUM_THREADS=1 python benchmarks/dpo_12.py`, an instructor
 # command, wrote the data file the cells below read):
 #
 # - **DPO on on-policy pairs**: 8 samples per question at temperature 1 (2,048 responses, the same
@@ -424,6 +426,27 @@ for key, name in METHODS.items():
 print("pairs per seed: on-policy", [row["pairs_on_policy"] for row in RESULTS["seeds"]],
       "off-policy", [row["pairs_off_policy"] for row in RESULTS["seeds"]],
       "; sampling the on-policy pairs:", [f"{row['sampling_seconds']:.0f} s" for row in RESULTS["seeds"]])
+start = RESULTS["start"]["held_out_answer"]
+print("held-out answer minus the start's, per seed:",
+      {name: [round(row[key]["held_out_answer"] - start, 3) for row in RESULTS["seeds"]] for key, name in METHODS.items()})
+
+
+def all_won_from(steps):
+    """The first step from which every batch's reward accuracy is 1.0 (None if the last one's is not)."""
+    k = len(steps)
+    while k and steps[k - 1]["reward_accuracy"] == 1.0:
+        k -= 1
+    return steps[k]["step"] if k < len(steps) else None
+
+
+for key in ("dpo_on", "dpo_off"):
+    runs = [row[key] for row in RESULTS["seeds"]]
+    print(f"{METHODS[key]}, per seed: loss at the last step {[round(run['steps'][-1]['loss'], 3) for run in runs]} "
+          f"(log 2 = 0.693 at the first), exact KL(pi || pi_ref) per token at the end "
+          f"{[round(run['exact_kl'], 3) for run in runs]}")
+print("DPO, off-policy pairs: every batch's accuracy 1.0 from step",
+      [all_won_from(row["dpo_off"]["steps"]) for row in RESULTS["seeds"]], "on (per seed)")
+
 fig, ax = plt.subplots(figsize=(7, 3.5))
 for i, (key, name) in enumerate(METHODS.items()):
     values = [row[key]["held_out_answer"] for row in RESULTS["seeds"]]
@@ -443,7 +466,7 @@ plt.show()
 # | method | held-out answer, 3 seeds | seeds | pairs or samples | seconds |
 # |---|---|---|---|---|
 # | DPO, on-policy pairs | 0.563 +- 0.023 | 0.550, 0.590, 0.550 | 142-159 pairs (18-20 steps) | 17 + 16 of sampling |
-# | DPO, off-policy pairs | 0.395 +- 0.044 | 0.345, 0.410, 0.430 | 256 pairs (32 steps) | 27 |
+# | DPO, off-policy pairs | 0.395 +- 0.044 | 0.345, 0.410, 0.430 | 256 pairs (32 steps) | 28 |
 # | SFT on the chosen responses | 0.572 +- 0.025 | 0.545, 0.595, 0.575 | 142-159 responses | 7 + 16 of sampling |
 # | GRPO | 0.550 +- 0.015 | 0.550, 0.565, 0.535 | 2,048 samples (32 steps) | 45 |
 #
@@ -451,8 +474,9 @@ plt.show()
 #   other** (0.55-0.57, against a standard error of 0.035 for one score), all a few hundredths
 #   above the start. On this task and budget the rejected side bought nothing measurable over
 #   SFT on the good samples alone; SFT on chosen was the best mean and the cheapest.
-# - **Off-policy DPO lost 0.13** on every seed (to 0.395), while its loss fell and its accuracy
-#   reached 1.0 on every batch. The rejected responses differ from the gold ones in the answer
+# - **Off-policy DPO lost 0.125 on average** (0.175, 0.110 and 0.090 on the three seeds, to a mean
+#   of 0.395), while its loss fell (from $\log 2$ to 0.45-0.46) and, from step 5 on, every batch's
+#   accuracy was 1.0 on every seed. The rejected responses differ from the gold ones in the answer
 #   alone, a response the policy does not write, so the loss is easy to win by moving the answer
 #   tokens in ways that do not transfer: its exact KL to the reference grew to 0.055-0.130 per
 #   token, against 0.007-0.012 for on-policy DPO at the same settings (it also took more steps:
@@ -610,15 +634,18 @@ print(f"DPO step on 32 pairs (64 responses): {cost['dpo_step_64_responses']:.2f}
 print(f"GRPO step on 64 responses, sampling included: {sorted(grpo_steps)[len(grpo_steps) // 2]:.2f} s (median)")
 print(f"DPO's one-time costs: sampling the on-policy pairs {RESULTS['seeds'][0]['sampling_seconds']:.0f} s, "
       f"the reference's log-probs of {cost['pairs']} pairs {cost['reference_log_probs_seconds']:.1f} s")
+prompt_tokens = [len(tokenizer(q["prompt"])["input_ids"]) for q in questions]
+print(f"a prompt's length: {min(prompt_tokens)} to {max(prompt_tokens)} tokens, "
+      f"{sum(prompt_tokens) / len(prompt_tokens):.0f} on average (the first {len(questions)} training questions)")
 
 # %% [markdown]
 # Measured (one core): a DPO step on 32 pairs took 1.53 s against 1.40 s for a GRPO step on 64
 # responses, sampling included. **DPO's step was not cheaper here.** Both put 64 rows of prompt
-# (about 150 tokens) and response through the model; GRPO's packed update skips the rows whose
-# advantage is exactly 0 (about half of the demo's groups in notebook 09), and on a model this small sampling is
-# cheap (the fast engine). Not measured: how each step's seconds divide between forward,
-# backward and sampling. What DPO saves is the *online* sampling: its pairs
-# were sampled once (16 s) and its reference scored once (2.6 s for 158 pairs); with a 1.5B policy,
+# (about 115 tokens) and response through the model; GRPO's packed update skips the rows whose
+# advantage is exactly 0 (about half of the demo's groups in notebook 09), and on a model this
+# small sampling is cheap (the fast engine). Not measured: how each step's seconds divide between
+# forward, backward and sampling. What DPO saves is the *online* sampling: its pairs were sampled
+# once (17 s on the first seed) and its reference scored once (2.6 s for 158 pairs); with a 1.5B policy,
 # where generation dominates an RL step, that is the saving the method is known for. Not measured
 # here: the same comparison on a GPU.
 #
@@ -643,7 +670,7 @@ print(f"DPO's one-time costs: sampling the on-policy pairs {RESULTS['seeds'][0][
 # DPO turns preferences into a classification loss on log-prob ratios against a frozen reference;
 # it samples nothing while it trains. On the tiny task and a budget of 256 questions, DPO on the
 # policy's own pairs, SFT on its correct samples and GRPO ended within noise of each other, a few
-# hundredths above the start; DPO on pairs the policy would not write lost 0.13. $\beta$ held the
-# KL to the reference (fourfold from 0.01 to 0.5); a learning rate too high made both log-probs
-# fall and the answers with them; and a careless reference corrupted every logged number, or,
-# when it was the policy itself, removed the leash while the loss read $\log 2$.
+# hundredths above the start; DPO on pairs the policy would not write lost 0.09 to 0.175. $\beta$
+# held the KL to the reference (fourfold from 0.01 to 0.5); a learning rate too high made both
+# log-probs fall and the answers with them; and a careless reference corrupted every logged
+# number, or, when it was the policy itself, removed the leash while the loss read $\log 2$.

@@ -17,8 +17,9 @@ so a solution notebook shows *the same code* as `course_lib`: the reference is w
 Every pasted object is checked at build time: each global name it uses must be a builtin or be
 defined by an earlier cell (or earlier in its own cell), so a new helper in `course_lib` cannot
 break a notebook only when it runs.
-`nbgrader generate_assignment` then turns each solution region into `raise NotImplementedError()`
-and drops the `### BEGIN HIDDEN TESTS` ... `### END HIDDEN TESTS` lines of test cells.
+`nbgrader generate_assignment` then turns each solution region into a stub whose
+`raise NotImplementedError(...)` says what to do (`autograder/nbgrader_config.py`), and drops
+the `### BEGIN HIDDEN TESTS` ... `### END HIDDEN TESTS` lines of test cells.
 
 Usage: python scripts/build_solutions.py [--check] [--only NN ...]   (--check: fail if solutions/ is stale)
 """

@@ -179,6 +179,27 @@ def recognition_note(suite: str, label: str) -> str:
     return f"its signature on this draw: {sorted(entry['signature']) or 'empty'}; near ties: {entry['near_tie']}"
 
 
+def visible_check(lesson: str, grade_id: str):
+    """The visible checks of the graded cell `grade_id` of lessons/`lesson`, built as the solution
+    notebook is: (a namespace holding what the cells before it define, the check's code compiled),
+    every hidden check left out. Run the check with `exec(code, {**namespace, NAME: fn})`; set
+    NBGRADER_EXECUTION first to build the namespace as while grading (the lessons' small runs)."""
+    import re
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        from build_solutions import build_notebook
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    path = REPO / "lessons" / lesson
+    cells = [c for c in build_notebook(path).cells if c.cell_type == "code"]
+    test = next(i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    sources = [re.sub(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", "", c.source, flags=re.S) for c in cells]
+    namespace = {"__name__": "__main__"}
+    exec(compile("\n\n".join(sources[:test]), str(path), "exec"), namespace)
+    return namespace, compile(sources[test], str(path), "exec")
+
+
 def corpus_tests(suite: str, correct: dict[str, str], same_mistakes: dict[str, tuple[str, str]] | None = None):
     """The two tests every graded function has (tests/graded/test_<name>.py; CONTRIBUTING.md):
 

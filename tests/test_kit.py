@@ -206,7 +206,7 @@ def test_student_kit_has_no_reference_of_an_open_assignment(assignment, kits):
     assert zip_path.is_file()
     top = {p.name for p in kit.iterdir()}
     assert top == {"README.md", "Makefile", "requirements.txt", "pyproject.toml", "notebooks", "course_lib", "data",
-                   "configs", "practice", "autograder"}, top
+                   "configs", "jupyter_config", "practice", "autograder"}, top
     assert sorted(p.name for p in (kit / "notebooks").iterdir()) == [a for a in ASSIGNMENTS if a <= assignment]
     files = [p for p in kit.rglob("*") if p.is_file()]
     names = {p.relative_to(kit).as_posix() for p in files}
@@ -316,6 +316,9 @@ def test_kit_setup_check_and_notebook_run(kits, tmp_path):
 
     unfinished = subprocess.run(["make", "check", f"NB={assignment}"], cwd=kit, env=env, capture_output=True, text=True, timeout=900)
     assert unfinished.returncode != 0 and "still the NotImplementedError stub" in unfinished.stdout, unfinished.stdout[-3000:]
+    for suite in json.loads((kit / "practice" / "manifest.json").read_text())[assignment]["suites"]:
+        count = len(torch.load(kit / "practice" / assignment / f"{suite}.pt", weights_only=False)["cases"])
+        assert f"{suite}: 0/{count} practice cases passed" in unfinished.stdout, (suite, unfinished.stdout[-3000:])
     notebook = fill_in(kit, assignment)
     finished = subprocess.run(["make", "check", f"NB={assignment}"], cwd=kit, env=env, capture_output=True, text=True, timeout=900)
     assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-2000:]
@@ -348,3 +351,4 @@ def test_make_check_in_the_repository(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "autograder.practice", "02", "--notebook", str(release)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert bad.returncode == 1 and "still the NotImplementedError stub" in bad.stdout, bad.stdout
+    assert "compute_entropy: 0/16 practice cases passed" in bad.stdout, bad.stdout  # its cases counted, none run

@@ -5,7 +5,7 @@
 - both are stored without outputs;
 - every solution notebook runs top to bottom in grading mode with all checks (visible and
   hidden) passing; every release notebook runs up to its first graded cell, which raises
-  NotImplementedError, and nothing before it errors;
+  NotImplementedError with a message that says what to do, and nothing before it errors;
 - no solution code, hidden-test code or hidden case value appears under notebooks/.
 """
 
@@ -147,8 +147,9 @@ def test_release_notebook_runs_up_to_its_graded_cells(path, monkeypatch):
         assert error is None and not errors
         return
     assert error is not None and errors, f"{path.name} ran through although it has graded cells to fill in"
-    index, ename, _ = errors[0]
+    index, ename, evalue = errors[0]
     assert ename == "NotImplementedError", f"{path.name}: cell {index} raised {ename} before any graded cell"
+    assert "replace this line with your code" in evalue, f"{path.name}: the stub's message does not say what to do: {evalue!r}"
     meta = nb.cells[index].get("metadata", {}).get("nbgrader", {})
     assert index >= graded[0] and (meta.get("solution") or meta.get("grade")), \
         f"{path.name}: cell {index} errored, but it is neither a graded cell nor its test (first graded cell: {graded[0]})"

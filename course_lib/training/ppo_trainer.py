@@ -6,7 +6,7 @@
                    then actor and critic trained on ppo_microbatch_train_step
         weight sync, evaluation, checkpoint (the critic and its optimizer inside it)
 
-Four models in the lesson notes' PPO: the actor (the policy), a frozen reference (kl_coef > 0),
+Four models in InstructGPT's PPO: the actor (the policy), a frozen reference (kl_coef > 0),
 the critic (`critic.Critic`: the policy's backbone copied, a value head at 0) and the reward
 model; here the reward is the rule-based `r1_zero_reward_fn`, so three are networks.
 The group advantages `collect_rollouts` computes are not used; `group_size` still sets how many

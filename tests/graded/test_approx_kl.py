@@ -3,14 +3,18 @@ the real judge, and realistic mistakes that lose them (CONTRIBUTING.md, "Adding 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autograder.mistakes import catalogue
 from autograder.mistakes.approx_kl import WHERE
 from course_lib import approx_kl
-from tests.helpers import PROPERTY_SETTINGS, corpus_tests, many_draws_test, rand_mask, randn, seeds, shapes
+from tests.helpers import (PROPERTY_SETTINGS, corpus_tests, fn_from, many_draws_test, rand_mask, randn, seeds, shapes,
+                           visible_check)
 
 SUITE = "approx_kl"
 
@@ -151,3 +155,37 @@ SAME_MISTAKES = {
 
 test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(SUITE, CORRECT, SAME_MISTAKES)
 test_each_version_holds_on_many_draws = many_draws_test(SUITE, CORRECT, same_mistakes=SAME_MISTAKES)
+
+
+# ---------------------------------------------------------------- the notebook's visible checks
+# what the visible self-check of lessons/10_kl_estimators.py says about each mistake (a phrase of its message)
+VISIBLE_MESSAGES = {
+    "mask_ignored": "every position entered the mean (9.89)",
+    "indexes_with_the_mask_as_given": "every position entered the mean (9.89)",  # an integer mask indexes rows
+    "mean_over_all_positions": "you divided the masked sum by every position (0.141)",
+    "mean_of_per_row_means": "a mean of per-row means, 0.354",
+    "half_dropped": "you left out the 1/2 (0.5625)",
+    "nan_on_an_all_zero_mask": "an all-zero mask must give 0, not NaN",
+}
+# stopped by the comparison with the value by hand, whose message states the formula
+STOPPED_UNNAMED = {"k1_mean_log_ratio", "k3_instead_of_k2"}
+NOT_VISIBLE = {"always_float32"}  # the visible checks are float32; the hidden cases hold the float64 ones
+
+
+@pytest.mark.slow  # 11 s under a load average of 15 on 2 cores: notebook 10's cells before the check run first
+def test_the_notebooks_visible_checks_name_each_mistake(monkeypatch):
+    """The visible checks of notebook 10's approx_kl cell, built from the lesson as the solution notebook
+    is (run as while grading, the hidden check left out), pass every correct version and stop each
+    catalogued mistake they can see, with the message that names it where one does."""
+    mistakes = catalogue(SUITE)
+    assert set(VISIBLE_MESSAGES) | STOPPED_UNNAMED | NOT_VISIBLE == set(mistakes)
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    namespace, visible = visible_check("10_kl_estimators.py", "approx_kl")
+    for source in CORRECT.values():
+        exec(visible, {**namespace, "approx_kl": fn_from(source, "approx_kl")})
+    for mistake, phrase in VISIBLE_MESSAGES.items():
+        with pytest.raises(AssertionError, match=re.escape(phrase)):
+            exec(visible, {**namespace, "approx_kl": fn_from(mistakes[mistake].source, "approx_kl")})
+    for mistake in STOPPED_UNNAMED:
+        with pytest.raises(AssertionError, match=re.escape("approx_kl = sum(0.5 * (logp - logp_old)^2 * mask)")):
+            exec(visible, {**namespace, "approx_kl": fn_from(mistakes[mistake].source, "approx_kl")})

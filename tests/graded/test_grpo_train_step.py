@@ -24,7 +24,7 @@ from autograder.report import format_report
 from autograder.suites import grpo_train_step as suite
 from course_lib.grpo import grpo_microbatch_train_step, grpo_train_step
 from course_lib.logprobs import get_response_log_probs
-from tests.helpers import REPO, corpus_tests, many_draws_test, fn_from, judged
+from tests.helpers import corpus_tests, many_draws_test, fn_from, judged, visible_check
 
 SUITE = "grpo_train_step"
 
@@ -384,23 +384,10 @@ def test_the_notebooks_visible_checks_name_each_mistake(monkeypatch):
     """The visible checks of notebook 09, built from lessons/09_full_grpo.py as the solution notebook is
     (run as while grading, the hidden check left out), pass a correct loop and stop each wrong version
     with the message that names its mistake."""
-    import sys
-
     mistakes = catalogue(SUITE)
     assert set(VISIBLE_MESSAGES) == set(mistakes)
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        from build_solutions import build_notebook
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
-    lesson = REPO / "lessons" / "09_full_grpo.py"
-    cells = [c for c in build_notebook(lesson).cells if c.cell_type == "code"]
-    test = next(i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "grpo_train_step")
-    namespace = {"__name__": "__main__"}
-    exec(compile("\n\n".join(c.source for c in cells[:test]), str(lesson), "exec"), namespace)
-    visible = compile(re.sub(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", "", cells[test].source, flags=re.S),
-                      str(lesson), "exec")
+    namespace, visible = visible_check("09_full_grpo.py", "grpo_train_step")
     exec(visible, {**namespace, "grpo_train_step": fn_from(CORRECT["full_width_micro_batches"], "grpo_train_step")})
     for mistake, phrase in VISIBLE_MESSAGES.items():
         with pytest.raises(AssertionError, match=re.escape(phrase)):
