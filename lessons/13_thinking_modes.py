@@ -301,7 +301,7 @@ print("".join(f"[{course_tok.decode([i])}]" if m else course_tok.decode([i]) for
 # `thinking_format_reward(completion, prefilled)`: 1.0 when `split_reasoning(completion, prefilled)`
 # finds a **closed block** followed by a non-empty answer, else 0.0. A closed block is one whose
 # matching `</think>` is in the completion, whatever it holds: an empty block (`<think>\n\n</think>`)
-# is closed too. This is the one notion of a closed block in this notebook. It is right whether
+# is closed too; "closed" means this everywhere below. The reward is right whether
 # `<think>` was in the prompt or in the completion, because it is told which. (A direct reply has no
 # block and gets 0 here: this is the reward of the thinking mode.) The hidden cases check prefilled
 # and generated blocks, a prefilled completion that opens again, no opening, nested and stray
@@ -332,8 +332,8 @@ print("all visible checks passed")
 # (greedy): how often the reply is in the mode asked ("followed"), how often it is right, and how
 # many tokens it takes. A reply **follows** the thinking mode when `thinking_format_reward` gives it
 # 1.0 (a closed block, then a non-empty answer), its block is not empty (an empty block is the
-# direct mode's) and its answer holds an `<answer>` block; it follows the direct mode when it is an
-# `<answer>` block with no think block before it.
+# direct mode's) and its answer holds an `<answer>` block; it follows the direct mode when it has no
+# think block and starts with its `<answer>` block.
 
 # %%
 from course_lib import load_problems
