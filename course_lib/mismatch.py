@@ -197,7 +197,9 @@ def corrected_grpo_loss(advantages: torch.Tensor, policy_log_probs: torch.Tensor
     never read in rollout_log_probs. The gradient flows into policy_log_probs (and old_log_probs
     through the ratio), never through w. Metadata: "weights" w (B, T); "kept_fraction" =
     kept.sum() / response_mask.sum() (0 for an empty mask); "clip_fraction": the fraction of kept
-    tokens whose clipped term is strictly the smaller one (0 when none is kept).
+    tokens whose clipped term is strictly the smaller one (0 when none is kept). The loss, w and
+    both fractions are tensors in the log-probs' dtype (the loss and the fractions 0-dim): float64
+    log-probs give float64 fractions, not float32 ones or Python floats.
 
     Raises:
         ValueError: what importance_weights refuses (mode, aggregate, cap, shapes, mask).
