@@ -359,7 +359,7 @@ if not GRADING:
 # the model's first token already written. Thinking costs about nine times the tokens (57.9
 # against 6.5 on 500 problems, `data/tiny/qwen2-think/build_info.json`) and is what gets the
 # answers: the direct mode writes one number and is right on about 3 problems in 100, and on about
-# 5 in 100 of the one-step ones (the sweep below). The tiny model learned to compute by writing its
+# 6 in 100 of the one-step ones (the keep-1 rows of the sweep below). The tiny model learned to compute by writing its
 # intermediate results down, not in its activations.
 #
 # ## The empty-block keep rate, with your `remove_empty_think`
