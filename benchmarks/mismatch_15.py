@@ -13,7 +13,10 @@ reports `mismatch_report` of the two. On `qwen2-sft`, 64 test prompts x 4 sample
    prompts x 8) of each sampler, uncorrected and with each correction (`corrected_grpo_loss`, cap
    2), against the on-policy gradient from the trainer's own float32 samples. The samplers draw
    with the on-policy sample's seed (common random numbers); the noise floor is a second,
-   independent on-policy sample (another seed) of the same size.
+   independent on-policy sample (another seed) of the same size. The data file's `gradient` key
+   predates the float64 cosine (`mismatch_atlas.cosine`): its cosines are torch's float32 ones,
+   off by up to about 2e-4 (the decision part's bfloat16 row moved from 0.99985 to 0.99967 when it
+   was rerun in float64); `--parts gradient` redoes it (its recorded "seconds": 328.5).
 3. `decision`: the same comparison without sampling noise, on one decision: the model's own
    responses to 1024 test prompts cut after "<answer> ", the next token the answer's first digit
    (reward 1 when it is the ground truth's). The expected gradient sums over the vocabulary
@@ -40,7 +43,7 @@ reports `mismatch_report` of the two. On `qwen2-sft`, 64 test prompts x 4 sample
    weights whose old log-probs the trainer computes (asynchronous RL's off-by-k). Chosen over a
    bfloat16 sampler for three reasons measured here: the bfloat16 gap is small (atlas: mean |d|
    1.5e-3) and its gradient effect sits under the sampling noise (part 2: the corrections moved the
-   cosine by at most 0.008, against a noise floor of 0.14), so a 30-step run could show nothing of
+   cosine by less than 0.01, against a noise floor of 0.14), so a 30-step run could show nothing of
    it; bfloat16 matrix products are slow on a CPU, the stale copy costs nothing; and the stale
    sampler's log-probs are exact to float32 rounding (the trainer's forward of the copy, which the
    atlas measured equal to the fast engine's own decode to rounding), so any difference between

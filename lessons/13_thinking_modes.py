@@ -300,12 +300,12 @@ print("".join(f"[{course_tok.decode([i])}]" if m else course_tok.decode([i]) for
 #
 # `thinking_format_reward(completion, prefilled)`: 1.0 when `split_reasoning(completion, prefilled)`
 # finds a **closed block** followed by a non-empty answer, else 0.0. A closed block is one whose
-# matching `</think>` is in the completion, whatever it holds: an empty block (`<think>\n\n</think>`)
-# is closed too; "closed" means this everywhere below. The reward is right whether
-# `<think>` was in the prompt or in the completion, because it is told which. (A direct reply has no
-# block and gets 0 here: this is the reward of the thinking mode.) The hidden cases check prefilled
-# and generated blocks, a prefilled completion that opens again, no opening, nested and stray
-# closes, empty answers and empty blocks; your function may call your `split_reasoning`.
+# matching `</think>` is in the completion, whatever it holds: an empty block
+# (`<think>\n\n</think>`) is closed too; "closed" means this everywhere below. The reward is right
+# whether `<think>` was in the prompt or in the completion, because it is told which. (A direct
+# reply has no block and gets 0 here: this is the reward of the thinking mode.) The hidden cases
+# check prefilled and generated blocks, a prefilled completion that opens again, no opening, nested
+# and stray closes, empty answers and empty blocks; your function may call your `split_reasoning`.
 
 # %% [solution] course_lib.thinking:thinking_format_reward
 
@@ -355,12 +355,12 @@ if not GRADING:
                   f"tokens {row['tokens']:5.1f}   e.g. {row['examples'][0][:70]!r}")
 
 # %% [markdown]
-# Both templates work with the same weights: the course's thinking prompt is the Qwen3 one with
-# the model's first token already written. Thinking costs about nine times the tokens (57.9
-# against 6.5 on 500 problems, `data/tiny/qwen2-think/build_info.json`) and is what gets the
-# answers: the direct mode writes one number and is right on about 3 problems in 100, and on about
-# 6 in 100 of the one-step ones (the keep-1 rows of the sweep below). The tiny model learned to compute by writing its
-# intermediate results down, not in its activations.
+# Both templates work with the same weights: the course's thinking prompt is the Qwen3 one with the
+# model's first token already written. Thinking costs about nine times the tokens (57.9 against 6.5
+# on 500 problems, `data/tiny/qwen2-think/build_info.json`) and is what gets the answers: the direct
+# mode writes one number and is right on about 3 problems in 100, and on about 6 in 100 of the
+# one-step ones (the keep-1 rows of the sweep below). The tiny model learned to compute by writing
+# its intermediate results down, not in its activations.
 #
 # ## The empty-block keep rate, with your `remove_empty_think`
 #
@@ -590,15 +590,15 @@ for name in ("starts_with_think", "prefilled_aware"):
           "(course template)")
 
 # %% [markdown]
-# Measured: with the bug, **every group was silent at the first step**: every advantage was 0 (as
-# on the one batch above: max |advantage| 0.000), so the loss and its gradient were exactly 0 and
-# that step left every weight as it was. But it did not stay silent. A completion that writes `<think>` *again* (about 2 in 100 at the
-# start) is the one kind the buggy check can reward. The groups that held one gave the only
-# signal, and RL taught that: 25% of completions opened a second `<think>` by step 12.
-# After 12 steps, held-out thinking accuracy was **0.357** (from 0.833 at the start), with the mode
-# followed on 0.497. With the prefilled-aware reward it was 0.803, followed on every problem. The bug is not "no learning":
-# it is learning the one wrong thing the check can see. The fix is the one-line argument
-# `prefilled=True`.
+# Measured: with the bug, **every group was silent at the first step**: every advantage was 0 (as on
+# the one batch above: max |advantage| 0.000), so the loss and its gradient were exactly 0 and that
+# step left every weight as it was. But it did not stay silent. A completion that writes `<think>`
+# *again* (about 2 in 100 at the start) is the one kind the buggy check can reward. The groups that
+# held one gave the only signal, and RL taught that: 25% of completions opened a second `<think>` by
+# step 12. After 12 steps, held-out thinking accuracy was **0.357** (from 0.833 at the start), with
+# the mode followed on 0.497. With the prefilled-aware reward it was 0.803, followed on every
+# problem. The bug is not "no learning": it is learning the one wrong thing the check can see. The
+# fix is the one-line argument `prefilled=True`.
 #
 # ## Multi-turn: is the prompt an extension of what the model wrote?
 #

@@ -438,7 +438,7 @@ for name, row in grad["rows"].items():
 # 0.14**: at this size a GRPO gradient is mostly sampling noise, and no correction shows through
 # it. Sharing the seed, the bfloat16 sampler's gradient has cosine 0.52 with the on-policy one (its
 # samples are the same until a rounding flips a token; from there the response goes its own way),
-# and the corrections move it by at most 0.008. Top-p 0.8's has cosine 0.22 and a norm 0.21 times
+# and the corrections move it by less than 0.01. Top-p 0.8's has cosine 0.22 and a norm 0.21 times
 # the on-policy one: it almost never writes a wrong answer (reward 0.998 against 0.940), so few
 # groups carry any signal. To see the bias itself, take the noise away: one decision, its
 # expectation summed exactly over the vocabulary.
@@ -513,16 +513,16 @@ for name, row in seq.items():
           f"{[round(x, 3) for x in row['dropped_at_tight_cap_sum']]}, mean {[round(x, 3) for x in row['dropped_at_tight_cap_mean']]}")
 
 # %% [markdown]
-# Measured (the benchmark, 256 rollouts of each sampler; response-length quartiles split at 33,
-# 54 to 55 and 74 to 74.5 tokens): under top-p 0.8 the sequence weight from the sum fell from
-# 0.75 on the shortest quarter to 0.59 and 0.62 on the two longest, while from the mean it stayed
-# at 0.99 throughout; under top-p 0.95, 0.87 down to 0.81. With bfloat16 the sum's weights stay
-# near 1 (1.004 down to 0.989) but already drift down with length. The cap of 2 never bites here. At a cap that does
-# (1.05), `sequence_mask` with the sum dropped 11% and 7% of the bfloat16 rollouts in the two
-# shorter quarters and 18% and 17% in the two longer ones; with the mean it dropped none. It
-# dropped no top-p rollout at any cap: their sequence ratios are all below 1, and the mask cuts
-# only above the cap (a lower cut, which some trainers add, would drop them by this same
-# weight, the long ones first; not measured here).
+# Measured (the benchmark, 256 rollouts of each sampler; response-length quartiles split at 33, 54
+# to 55 and 74 to 74.5 tokens): under top-p 0.8 the sequence weight from the sum fell from 0.75 on
+# the shortest quarter to 0.59 and 0.62 on the two longest, while from the mean it stayed at 0.99
+# throughout; under top-p 0.95, 0.87 down to 0.81. With bfloat16 the sum's weights stay near 1
+# (1.004 down to 0.989) but already drift down with length. The cap of 2 never bites here. At a cap
+# that does (1.05), `sequence_mask` with the sum dropped 11% and 7% of the bfloat16 rollouts in the
+# two shorter quarters and 18% and 17% in the two longer ones; with the mean it dropped none. It
+# dropped no top-p rollout at any cap: their sequence ratios are all below 1, and the mask cuts only
+# above the cap (a lower cut, which some trainers add, would drop them by this same weight, the long
+# ones first; not measured here).
 #
 # ## A GRPO run with a mismatched sampler (instructor)
 #
@@ -537,7 +537,7 @@ for name, row in seq.items():
 # synced only every 8 optimizer steps (asynchronous RL's off-by-k), so at step $s$ it is
 # $(s - 1) \bmod 8$ steps behind the weights whose old log-probs the trainer computes. Its
 # log-probs are the copy's own. bfloat16 was not used: its gap is small (mean $|d|$ 0.0015 in the
-# atlas) and the corrections moved its sampled gradient by at most 0.008 in cosine (above), too
+# atlas) and the corrections moved its sampled gradient by less than 0.01 in cosine (above), too
 # little for a short run to show. Four arms from the SFT model, with notebook 11's
 # GRPO settings (lr 1e-4, 64 responses a step, 8 per question, one optimizer step per batch, 30
 # steps), three seeds: on-policy (the reference), stale uncorrected, stale + token-TIS
