@@ -13,12 +13,17 @@ reports `mismatch_report` of the two. On `qwen2-sft`, 64 test prompts x 4 sample
    prompts x 8) of each sampler, uncorrected and with each correction (`corrected_grpo_loss`, cap
    2), against the on-policy gradient from the trainer's own float32 samples. The samplers draw
    with the on-policy sample's seed (common random numbers); the noise floor is a second,
-   independent on-policy sample (another seed) of the same size.
+   independent on-policy sample (another seed) of the same size. The data file's `gradient` key
+   predates the float64 cosine (`mismatch_atlas.cosine`): its cosines are torch's float32 ones,
+   off by up to about 2e-4 (the decision part's bfloat16 row moved from 0.99985 to 0.99967 when it
+   was rerun in float64); `--parts gradient` redoes it (its recorded "seconds": 328.5).
 3. `decision`: the same comparison without sampling noise, on one decision: the model's own
    responses to 1024 test prompts cut after "<answer> ", the next token the answer's first digit
    (reward 1 when it is the ground truth's). The expected gradient sums over the vocabulary
    exactly, on-policy and under top-p 0.8 and 0.95, bfloat16 and temperature-0.7 samplers,
-   uncorrected and with token weights truncated or masked at 2.
+   uncorrected and with token weights truncated or masked at 2. The gradients are float32 (the
+   trainer's); `float32_rounding` is the cosine of the on-policy one with the same gradient through
+   a float64 copy of the model: how far rounding alone moves a cosine.
 4. `sequence_sum`: the sequence weights of top-p 0.8 and 0.95 and bfloat16 rollouts by response
    length quartile, the sequence ratio from the sum or from the mean of the token log-ratios, and
    the share of responses `sequence_mask` drops at a cap that bites (TIGHT_CAP, 1.05).
@@ -38,7 +43,7 @@ reports `mismatch_report` of the two. On `qwen2-sft`, 64 test prompts x 4 sample
    weights whose old log-probs the trainer computes (asynchronous RL's off-by-k). Chosen over a
    bfloat16 sampler for three reasons measured here: the bfloat16 gap is small (atlas: mean |d|
    1.5e-3) and its gradient effect sits under the sampling noise (part 2: the corrections moved the
-   cosine by at most 0.008, against a noise floor of 0.14), so a 30-step run could show nothing of
+   cosine by less than 0.01, against a noise floor of 0.14), so a 30-step run could show nothing of
    it; bfloat16 matrix products are slow on a CPU, the stale copy costs nothing; and the stale
    sampler's log-probs are exact to float32 rounding (the trainer's forward of the copy, which the
    atlas measured equal to the fast engine's own decode to rounding), so any difference between
@@ -70,8 +75,8 @@ DEFAULT_OUT = ROOT / "data" / "experiments" / "mismatch_15.json"
 PARTS = ("atlas", "gradient", "decision", "sequence_sum", "grpo")
 CAP = 2.0
 TIGHT_CAP = 1.05  # a sequence cap that the bfloat16 sampler's ratios cross (CAP never bites on these samplers)
-from course_lib.rollouts.mismatch_atlas import (atlas_row, batch_of, full_forward, kv_decode,  # noqa: E402
-                                                sample, scored_alone, topp_log_probs)
+from course_lib.rollouts.mismatch_atlas import (atlas_row, batch_of, cosine, full_forward,  # noqa: E402
+                                                kv_decode, sample, scored_alone, topp_log_probs)
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import ppo_11  # noqa: E402  (notebook 11's GRPO settings, the grpo part's)
@@ -205,8 +210,7 @@ def gradient(model, tok, args) -> dict:
         on_policy = sampler is model and top_p == 1
         for label, mode, aggregate in CORRECTIONS[:1] if on_policy else CORRECTIONS:
             g = grpo_gradient(model, batch, adv, rollout_lp, mode, aggregate)
-            row[label] = {"cosine": float(torch.nn.functional.cosine_similarity(g, exact, dim=0)),
-                          "norm_ratio": float(g.norm() / exact.norm())}
+            row[label] = {"cosine": cosine(g, exact), "norm_ratio": float(g.norm() / exact.norm())}
         out["rows"][name] = row
         print(f"gradient {name}: " + ", ".join(f"{k} {v['cosine']:.3f}" for k, v in row.items() if isinstance(v, dict)),
               flush=True)
@@ -233,13 +237,15 @@ def decision_prefixes(model, tok, n_prompts: int):
 
 
 def decision_logits(model, prefixes) -> torch.Tensor:
-    """(N, V) float32 logits of the next token after each prefix (right-padded batch, causal)."""
+    """(N, V) logits of the next token after each prefix (right-padded batch, causal), in float32, or
+    float64 for a float64 model."""
     width = max(len(p) for p, _ in prefixes)
     ids = torch.zeros(len(prefixes), width, dtype=torch.long)
     for i, (p, _) in enumerate(prefixes):
         ids[i, : len(p)] = torch.tensor(p)
     last = torch.tensor([len(p) - 1 for p, _ in prefixes])
-    return model(ids).logits[torch.arange(len(prefixes)), last].float()
+    logits = model(ids).logits[torch.arange(len(prefixes)), last]
+    return logits.to(torch.promote_types(logits.dtype, torch.float32))
 
 
 def decision(model, tok, args) -> dict:
@@ -247,7 +253,9 @@ def decision(model, tok, args) -> dict:
     is the ground truth's), summed over the prefixes: on-policy, sum_v pi(v) (R(v) - E_pi R)
     grad log pi(v); under a sampler q, sum_v q(v) w(v) (R(v) - E_q R) grad log pi(v), w = 1
     (uncorrected) or the token weights pi / q truncated or masked at CAP. No sampling noise."""
-    return {"cap": CAP, **decision_rows(model, decision_prefixes(model, tok, args.decision_prompts))}
+    out = {"cap": CAP, **decision_rows(model, decision_prefixes(model, tok, args.decision_prompts))}
+    print(f"decision: float32 rounding alone, cosine {out['float32_rounding']['cosine']:.10f}", flush=True)
+    return out
 
 
 def decision_rows(model, prefixes) -> dict:
@@ -270,15 +278,23 @@ def decision_rows(model, prefixes) -> dict:
                 "bfloat16 sampler": torch.softmax(bf16_logits.double(), dim=-1),
                 "temperature 0.7 sampler (trainer at 1.0)": torch.softmax(train_logits.double() / 0.7, dim=-1)}
 
-    def grad(coef):
-        model.zero_grad()
-        logp = torch.log_softmax(decision_logits(model, prefixes), dim=-1)
-        (-(coef.float() * logp).sum()).backward()
-        return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]).clone()
+    def grad(coef, net=model, chunk=64):
+        """The gradient of -sum(coef * log pi), accumulated over chunks of prefixes (one batch of all of
+        them through a float64 copy holds about 19 GB of activations)."""
+        net.zero_grad()
+        for i in range(0, len(prefixes), chunk):
+            logp = torch.log_softmax(decision_logits(net, prefixes[i:i + chunk]), dim=-1)
+            (-(coef[i:i + chunk].to(logp.dtype) * logp).sum()).backward()
+        return torch.cat([p.grad.flatten() for p in net.parameters() if p.grad is not None]).clone()
 
-    exact = grad(pi * (reward - (pi * reward).sum(-1, keepdim=True)))
+    on_policy = pi * (reward - (pi * reward).sum(-1, keepdim=True))
+    exact = grad(on_policy)
+    # the rounding of the float32 gradient itself: the same on-policy gradient through a float64 copy
+    exact64 = grad(on_policy, net=load_tiny("qwen2-sft", dtype=torch.float64)[0])
     out = {"prefixes": len(prefixes), "on_policy_reward": float((pi * reward).sum(-1).mean()),
-           "top_probability": float(pi.max(-1).values.mean()), "rows": {}}
+           "top_probability": float(pi.max(-1).values.mean()),
+           "float32_rounding": {"cosine": cosine(exact, exact64), "norm_ratio": float(exact.norm() / exact64.norm())},
+           "rows": {}}
     for name, q in samplers.items():
         ratio = torch.where(q > 0, pi / q.clamp(min=1e-300), torch.zeros_like(q))
         adv = reward - (q * reward).sum(-1, keepdim=True)
@@ -288,8 +304,7 @@ def decision_rows(model, prefixes) -> dict:
                "mass_never_sampled": float(torch.where(q == 0, pi, torch.zeros_like(pi)).sum(-1).mean())}
         for label, w in weights.items():
             g = grad(q * w * adv)
-            row[label] = {"cosine": float(torch.nn.functional.cosine_similarity(g, exact, dim=0)),
-                          "norm_ratio": float(g.norm() / exact.norm())}
+            row[label] = {"cosine": cosine(g, exact), "norm_ratio": float(g.norm() / exact.norm())}
         out["rows"][name] = row
         print(f"decision ({len(prefixes)} prefixes) {name}: "
               + ", ".join(f"{k} {v['cosine']:.4f} ({v['norm_ratio']:.3f})" for k, v in row.items() if isinstance(v, dict)),

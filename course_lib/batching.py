@@ -72,7 +72,12 @@ def _report(outputs, admitted_at, steps: int, slot_steps: int, batch_size: int) 
 
 
 def static_batch_generate(step: DecodeStep, requests: list[dict], batch_size: int, eos_id: int) -> dict:
-    """Greedy outputs of `requests` by static batching (see the module docstring).
+    """Greedy outputs of `requests` by static batching, decoded through `step` in `batch_size` slots.
+
+    requests: [{"prompt_ids": list[int], "max_tokens": int}, ...]. A request generates tokens until
+    it generates `eos_id` (kept in its output) or has generated max_tokens tokens: its first token
+    comes from its prefill (`step.prefill(slot, prompt_ids)`), each further one from a decode step
+    (`step.decode(slots, tokens)`, one call feeding each listed slot its last token).
 
     Requests b*batch_size .. (b+1)*batch_size - 1 are batch b, request j of a batch in slot j;
     every request of a batch is prefilled at the same decode-step index, then the batch's
@@ -81,11 +86,14 @@ def static_batch_generate(step: DecodeStep, requests: list[dict], batch_size: in
     (eos first, or max_tokens 1) is never decoded.
 
     Returns:
-        `_report`'s dict (the module docstring): "outputs" (each request's tokens, eos kept, in
-        request order), "steps", "prefills", "slot_steps", "utilization" (0.0 without a decode
-        step), "admitted_at". The requests are left unchanged.
+        {"outputs": list[list[int]] (each request's tokens, eos kept, in request order),
+         "steps": the number of decode calls, "prefills": the number of prefill calls,
+         "slot_steps": the number of slots fed, summed over the decode calls,
+         "utilization": slot_steps / (steps * batch_size) (0.0 when no decode step ran),
+         "admitted_at": list[int] (for each request, the number of decode calls before its prefill)},
+        as the given `_report` builds it. The requests are left unchanged.
     Raises:
-        ValueError: batch_size < 1 (`_start` checks the three).
+        ValueError: batch_size < 1 (the given `_start` checks the three).
         ValueError: a request without prompt_ids (none, or an empty list).
         ValueError: a request whose max_tokens is < 1 (or missing).
     """
@@ -108,8 +116,9 @@ def static_batch_generate(step: DecodeStep, requests: list[dict], batch_size: in
 
 
 def continuous_batch_generate(step: DecodeStep, requests: list[dict], batch_size: int, eos_id: int) -> dict:
-    """Greedy outputs of `requests` by continuous batching (see the module docstring).
+    """Greedy outputs of `requests` by continuous batching, decoded through `step` in `batch_size` slots.
 
+    The requests, their tokens (eos kept) and the decode step are `static_batch_generate`'s.
     Slots 0 .. batch_size-1. Before the first decode step and after each one, every free slot
     takes the next waiting request, in request order (prefilled at that decode-step index; one
     that finishes at its prefill, with eos first or max_tokens = 1, frees its slot for the next
@@ -117,7 +126,8 @@ def continuous_batch_generate(step: DecodeStep, requests: list[dict], batch_size
     which it finishes, and a new request enters a slot by `prefill`, never by `decode`.
 
     Returns:
-        `_report`'s dict, the keys `static_batch_generate` returns; the requests are left unchanged.
+        the dict `static_batch_generate` returns ("outputs", "steps", "prefills", "slot_steps",
+        "utilization", "admitted_at", each as its docstring defines it); the requests are left unchanged.
     Raises:
         ValueError: batch_size < 1.
         ValueError: a request without prompt_ids (none, or an empty list).

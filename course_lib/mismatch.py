@@ -92,17 +92,19 @@ def sampler_log_probs(logits: torch.Tensor, tokens: torch.Tensor, temperature: f
                       top_p: float | None = None, renormalize: bool = True) -> torch.Tensor:
     """log p(token) under the distribution a sampler draws from: logits (..., V), tokens (...) -> (...).
 
-        z = logits / temperature; keep the top_k largest z (None or 0: all); then, among those, by
-        probability of softmax over the kept z in descending order, keep a token iff the sum of
-        the probabilities strictly before it is < top_p (None or 1.0: all; the most likely is
-        always kept); log p = log_softmax over the kept z, -inf outside (renormalize=True), or
-        log_softmax(z) over the whole vocabulary (renormalize=False: what a trainer that ignores
-        the truncation computes; the kept set then does not matter).
+        z = logits / temperature; keep every z at least the top_k-th largest (None or 0: all);
+        then, among those, by probability of softmax over the kept z in descending order, keep a
+        token iff the sum of the probabilities strictly before it is < top_p (None or 1.0: all;
+        the most likely is always kept); log p = log_softmax over the kept z, -inf outside
+        (renormalize=True), or log_softmax(z) over the whole vocabulary (renormalize=False: what
+        a trainer that ignores the truncation computes; the kept set then does not matter).
 
-    Top-k before top-p, as vLLM applies them. The kept set is undefined where logits tie at the
-    k-th place or a cumulative probability equals top_p within rounding (no hidden case has
-    either). Any leading shape ((V,) logits and 0-dim tokens too), in the logits' dtype; the
-    inputs are left unchanged.
+    Top-k before top-p, as vLLM applies them. A tie at the k-th place is kept whole (top_k 3 of
+    z = 3, 2, 1, 1, 0 keeps four tokens), as vLLM's and Hugging Face's samplers keep it; where a
+    cumulative probability equals top_p within rounding the kept set is undefined (no hidden case
+    has one). Any leading shape ((V,) logits and 0-dim tokens too); the log-probs are in the
+    logits' dtype (float32, float64 or bfloat16 logits give float32, float64 or bfloat16
+    log-probs); the inputs are left unchanged.
 
     Raises:
         ValueError: temperature <= 0.
@@ -195,7 +197,9 @@ def corrected_grpo_loss(advantages: torch.Tensor, policy_log_probs: torch.Tensor
     never read in rollout_log_probs. The gradient flows into policy_log_probs (and old_log_probs
     through the ratio), never through w. Metadata: "weights" w (B, T); "kept_fraction" =
     kept.sum() / response_mask.sum() (0 for an empty mask); "clip_fraction": the fraction of kept
-    tokens whose clipped term is strictly the smaller one (0 when none is kept).
+    tokens whose clipped term is strictly the smaller one (0 when none is kept). The loss, w and
+    both fractions are tensors in the log-probs' dtype (the loss and the fractions 0-dim): float64
+    log-probs give float64 fractions, not float32 ones or Python floats.
 
     Raises:
         ValueError: what importance_weights refuses (mode, aggregate, cap, shapes, mask).

@@ -24,7 +24,8 @@ def rollouts_from_completion(reply: dict, eos_token_id: int) -> list[dict]:
     eos); any finish other than "length" is "stop".
 
     Only a last token that is the eos is dropped (an eos inside a sample stays; a sample of the
-    eos alone becomes empty).
+    eos alone becomes empty). A reply whose `choices` list is empty has no samples and gives [];
+    a reply without a `choices` list is an error.
 
     Raises:
         ValueError: a reply without a `choices` list.

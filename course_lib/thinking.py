@@ -185,7 +185,8 @@ def assistant_loss_mask(tokenizer, messages: list[dict], template: str = "course
 
 def thinking_format_reward(completion: str, prefilled: bool) -> float:
     """1.0 when the completion, read as `split_reasoning(completion, prefilled)` reads it, holds a
-    closed think block followed by a non-empty answer (after stripping); else 0.0. Right whether
+    closed think block (its matching `</think>` is there; an empty block is closed too) followed by
+    a non-empty answer (after stripping); else 0.0. Right whether
     the prompt prefilled `<think>` (the completion then starts inside the block) or the model
     generated it (the completion then starts with it)."""
     reasoning, answer = split_reasoning(completion, prefilled)

@@ -62,12 +62,18 @@ from course_lib.selfcheck import expect  # expect: a self-check that names the m
 # The text `tokenizer.apply_chat_template(messages, tokenize=False, ...)` gives with the real Jinja
 # template, written in plain Python: `thinking=None` means the switch is not passed (the template's
 # default), True or False sets it. Messages: an optional leading system message, then user,
-# assistant, user, ... starting with the user; raise a `ValueError` for anything else (an empty
-# conversation, a repeated role, a system message later on, a message without a role or content)
-# and for a template that is neither "course" nor "qwen3". What the hidden cases check: both
-# templates, every switch value and the default, earlier replies holding a block, an empty block,
-# none, two `</think>` or a `</think>` without `<think>`, a system message, the generation prompt
-# on and off, and the errors; every expected text is the real Jinja's.
+# assistant, user, ... starting with the user. Raise a `ValueError` for:
+#
+# - an unknown template (the names are case-sensitive: "Qwen3" is unknown);
+# - a message without a `role` or a `content` key;
+# - roles out of that order: no user message (an empty conversation, a system message alone), a
+#   first turn that is not the user's, a role twice in a row, a system message after the first, a
+#   role of another kind ("tool").
+#
+# What the hidden cases check: both templates, every switch value and the default, earlier
+# replies holding a block, an empty block, none, two `</think>` or a `</think>` without `<think>`,
+# a system message, the generation prompt on and off, and each of those errors; every expected
+# text is the real Jinja's.
 
 # %% [solution] course_lib.thinking:render_conversation
 import torch
@@ -167,7 +173,8 @@ print("all visible checks passed")
 #
 # In RL each prompt is rolled out in one mode; a `thinking_ratio` says how many think.
 # `thinking_flags(n, thinking_ratio, generator)`: flag i is True iff `u[i] < thinking_ratio`,
-# `u = torch.rand(n, generator=generator)`; a `ValueError` for a ratio outside [0, 1] or n < 0.
+# `u = torch.rand(n, generator=generator)`; a `ValueError` for thinking_ratio outside [0, 1] (a
+# percentage such as 50 too) or n < 0.
 # (Here a prompt's mode is drawn once, when the RL questions are built.) The hidden cases check
 # ratios 0, 1, drawn ones and one equal to a draw, n = 0 and 1, and the generator's next draws.
 
@@ -242,9 +249,16 @@ print("all visible checks passed")
 # prefill, then `<|im_end|>` (where the reply stops is learned too). Tokenize prompt and completion
 # separately (`add_special_tokens=False`) and concatenate, as `tokenize_prompt_and_output` does.
 # Return `{"input_ids": (T,) long, "loss_mask": (T,) bool}`, True exactly on the completion's tokens.
-# A `ValueError` when the last message is not the assistant's, or the reply does not start with the
-# prefill. The hidden cases check both templates and every switch, generated and prefilled think
-# blocks, direct replies, earlier turns, and the errors; your function may call your
+# Raise a `ValueError` for:
+#
+# - messages render_conversation refuses (an unknown template, roles out of order, two assistant
+#   replies in a row);
+# - a last message that is not the assistant's;
+# - a reply that does not start with the prefill (no `<think>` after the course template's default
+#   prompt, reasoning after the empty block of thinking=False).
+#
+# The hidden cases check both templates and every switch, generated and prefilled think blocks,
+# direct replies, earlier turns, and each of those errors; your function may call your
 # `render_conversation`.
 
 # %% [solution] course_lib.thinking:assistant_loss_mask
@@ -285,11 +299,13 @@ print("".join(f"[{course_tok.decode([i])}]" if m else course_tok.decode([i]) for
 # ## A reward for both modes: `thinking_format_reward`
 #
 # `thinking_format_reward(completion, prefilled)`: 1.0 when `split_reasoning(completion, prefilled)`
-# finds a closed block followed by a non-empty answer, else 0.0. It is right whether `<think>` was
-# in the prompt or in the completion, because it is told which. (A direct reply has no block and gets
-# 0 here: this is the reward of the thinking mode.) The hidden cases check prefilled and generated
-# blocks, a prefilled completion that opens again, no opening, nested and stray closes, empty
-# answers and empty blocks; your function may call your `split_reasoning`.
+# finds a **closed block** followed by a non-empty answer, else 0.0. A closed block is one whose
+# matching `</think>` is in the completion, whatever it holds: an empty block
+# (`<think>\n\n</think>`) is closed too; "closed" means this everywhere below. The reward is right
+# whether `<think>` was in the prompt or in the completion, because it is told which. (A direct
+# reply has no block and gets 0 here: this is the reward of the thinking mode.) The hidden cases
+# check prefilled and generated blocks, a prefilled completion that opens again, no opening, nested
+# and stray closes, empty answers and empty blocks; your function may call your `split_reasoning`.
 
 # %% [solution] course_lib.thinking:thinking_format_reward
 
@@ -313,8 +329,11 @@ print("all visible checks passed")
 #
 # `qwen2-think` was fine-tuned on `data/think/train.jsonl` (2,000 conversations, half of each mode)
 # with every empty block kept, in the Qwen3 style. Asked each way on 100 held-out problems
-# (greedy): how often the reply is in the mode asked (thinking: a non-empty closed block, then an
-# answer; direct: the answer block alone), how often it is right, and how many tokens it takes.
+# (greedy): how often the reply is in the mode asked ("followed"), how often it is right, and how
+# many tokens it takes. A reply **follows** the thinking mode when `thinking_format_reward` gives it
+# 1.0 (a closed block, then a non-empty answer), its block is not empty (an empty block is the
+# direct mode's) and its answer holds an `<answer>` block; it follows the direct mode when it has no
+# think block and starts with its `<answer>` block.
 
 # %%
 from course_lib import load_problems
@@ -336,12 +355,12 @@ if not GRADING:
                   f"tokens {row['tokens']:5.1f}   e.g. {row['examples'][0][:70]!r}")
 
 # %% [markdown]
-# Both templates work with the same weights: the course's thinking prompt is the Qwen3 one with
-# the model's first token already written. Thinking costs about nine times the tokens (57.9
-# against 6.5 on 500 problems, `data/tiny/qwen2-think/build_info.json`) and is what gets the
-# answers: the direct mode writes one number and is right on about 3 problems in 100, and on about
-# 5 in 100 of the one-step ones (the sweep below). The tiny model learned to compute by writing its
-# intermediate results down, not in its activations.
+# Both templates work with the same weights: the course's thinking prompt is the Qwen3 one with the
+# model's first token already written. Thinking costs about nine times the tokens (57.9 against 6.5
+# on 500 problems, `data/tiny/qwen2-think/build_info.json`) and is what gets the answers: the direct
+# mode writes one number and is right on about 3 problems in 100, and on about 6 in 100 of the
+# one-step ones (the keep-1 rows of the sweep below). The tiny model learned to compute by writing
+# its intermediate results down, not in its activations.
 #
 # ## The empty-block keep rate, with your `remove_empty_think`
 #
@@ -349,7 +368,9 @@ if not GRADING:
 # gone, so nothing tells them apart from a thinking target's start). Below: SFT of the base model on
 # the same mixture with keep rate 0, your function removing the blocks, then both modes asked.
 # (`sft_records` renders each target in its mode with your `render_conversation`: a reply that
-# starts with the empty block after the direct prompt, any other after the thinking prompt.)
+# starts with the empty block after the direct prompt, any other after the thinking prompt.) The
+# cell runs for minutes: it prints its progress every 25 steps with an estimate of the time left,
+# then evaluates both modes on 100 problems.
 
 # %%
 from course_lib.training.config import build_config
@@ -360,10 +381,20 @@ if not GRADING:
     records = sft_records(load_conversations(), keep_prob=0.0, seed=1, fns=mine)
     print(f"{sum(not r['thinking'] for r in records)} of {len(records)} targets keep an empty block")
     keep0, tok0 = load_tiny("qwen2-base")
+    SFT_STEPS = 150
     t0 = time.perf_counter()
-    train_sft(build_config("sft", {"lr": 1e-3, "steps": 150, "batch_size": 32, "warmup_steps": 10, "eval_examples": 0,
-                                   "seed": 0}), model=keep0, tokenizer=tok0, train_data=records, eval_data=[], progress=False)
-    print(f"150 SFT steps in {time.perf_counter() - t0:.0f} s")
+
+    def progress(record, every=25):
+        """The trainer's on_step hook: the step, its loss, the time spent and the time left at this pace."""
+        step, spent = record["step"], time.perf_counter() - t0
+        if step == 1 or step % every == 0:
+            print(f"step {step:3d} of {SFT_STEPS}: loss {record['loss']:.3f}, {spent:4.0f} s so far, "
+                  f"about {spent / step * (SFT_STEPS - step):4.0f} s left", flush=True)
+
+    train_sft(build_config("sft", {"lr": 1e-3, "steps": SFT_STEPS, "batch_size": 32, "warmup_steps": 10,
+                                   "eval_examples": 0, "seed": 0}),
+              model=keep0, tokenizer=tok0, train_data=records, eval_data=[], progress=False, on_step=progress)
+    print(f"{SFT_STEPS} SFT steps in {time.perf_counter() - t0:.0f} s; now both modes on 100 problems", flush=True)
     for mode, row in evaluate_modes(make_engine("fast", keep0, tok0), tok0, test_problems[:100], fns=mine).items():
         print(f"keep 0, {mode:8s}: followed {row['followed']:.2f}  accuracy {row['accuracy']:.2f}  tokens {row['tokens']:5.1f}"
               f"   e.g. {row['examples'][0][:70]!r}")
@@ -395,6 +426,11 @@ for keep in keeps:
                            for s in ("1", "2", "3"))
         print(f"{keep:5.1f} {mode:>9s} " + " ".join(f"{m:8.3f}±{s:.3f}" if k < 2 else f"{m:6.1f}±{s:4.1f}"
                                                   for k, (m, s) in enumerate(cells)) + f"   {steps}")
+print("followed, each seed (0 / 1 / 2):")
+for keep in keeps:
+    runs = sorted((r for r in keep_runs if r["keep_prob"] == keep), key=lambda r: r["seed"])
+    print(f"{keep:5.1f} " + "   ".join(f"{mode} " + " / ".join(f"{r['modes'][mode]['followed']:.3f}" for r in runs)
+                                      for mode in ("thinking", "direct")))
 
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.2))
 for ax, key, title in ((axes[0], "followed", "replies in the mode asked"), (axes[1], "accuracy", "accuracy")):
@@ -453,12 +489,25 @@ for ax in axes:
 axes[0].legend(fontsize=7)
 plt.tight_layout()
 plt.show()
-print(f"{'ratio':>5s} {'held-out thinking':>18s} {'held-out direct':>16s}  (start: qwen2-think)")
+print(f"{'ratio':>5s} {'seed':>4s} {'no-signal groups':>16s}   first 8 -> last 8 steps: reward (tokens) of each mode")
+for run in sorted(ratio_runs, key=lambda r: (r["thinking_ratio"], r["seed"])):
+    silent = sum(s["zero_std_group_fraction"] for s in run["steps"]) / len(run["steps"])
+    cells = []
+    for mode in ("thinking", "direct"):
+        pts = [s["by_mode"][mode] for s in run["steps"] if mode in s["by_mode"]]
+        if pts:
+            first, last = pts[:8], pts[-8:]
+            mean = lambda rows, key: sum(p[key] for p in rows) / len(rows)  # noqa: E731
+            cells.append(f"{mode} {mean(first, 'reward'):.2f} -> {mean(last, 'reward'):.2f} "
+                         f"({mean(first, 'tokens'):.1f} -> {mean(last, 'tokens'):.1f})")
+    print(f"{run['thinking_ratio']:5.1f} {run['seed']:4d} {silent:16.2f}   " + "   ".join(cells))
+print(f"{'ratio':>5s} {'held-out thinking':>18s} {'held-out direct':>16s}   followed: thinking, direct (start: qwen2-think)")
 for ratio in ratios:
     runs = [r for r in ratio_runs if r["thinking_ratio"] == ratio]
     t = mean_sd([r["held_out"]["thinking"]["accuracy"] for r in runs])
     d = mean_sd([r["held_out"]["direct"]["accuracy"] for r in runs])
-    print(f"{ratio:5.1f} {t[0]:12.3f}±{t[1]:.3f} {d[0]:10.3f}±{d[1]:.3f}")
+    follow = ", ".join(" / ".join(f"{r['held_out'][m]['followed']:.2f}" for r in runs) for m in ("thinking", "direct"))
+    print(f"{ratio:5.1f} {t[0]:12.3f}±{t[1]:.3f} {d[0]:10.3f}±{d[1]:.3f}   {follow}")
 
 # %% [markdown]
 # Measured (two seeds; the held-out scores on 300 problems, standard error about 0.02; the start,
@@ -471,7 +520,8 @@ for ratio in ratios:
 #   at 0.9, 0.45 and 0.41.
 # - **Thinking reward rose, direct did not.** The thinking rollouts' reward went from 0.81 to 0.85
 #   and from 0.71 to 0.80 between the first and the last 8 steps (ratio 0.5, two seeds). Their
-#   length grew by 1.5 to 5 tokens. The direct reward stayed between 0.00 and 0.03 at every ratio.
+#   length grew by 1.6 to 4.9 tokens. The direct reward, over the first and over the last 8 steps,
+#   stayed between 0.00 and 0.03 at every ratio.
 # - **Held-out, nothing moved beyond noise** in 32 steps: thinking 0.78 to 0.85, direct 0.01 to
 #   0.03, both modes still followed (0.98 to 1.00).
 #
@@ -536,18 +586,19 @@ for name in ("starts_with_think", "prefilled_aware"):
     print(f"{name:18s}: no-signal fraction by step {silent}")
     print(f"{'':18s}  completions that write <think> again {opens}")
     print(f"{'':18s}  max |weight change| {row['max_weight_change']:.2e}, held-out thinking accuracy "
-          f"{row['held_out_thinking']['accuracy']:.3f} (course template)")
+          f"{row['held_out_thinking']['accuracy']:.3f}, followed {row['held_out_thinking']['followed']:.3f} "
+          "(course template)")
 
 # %% [markdown]
-# Measured: with the bug, **every group was silent at the first step**, so that step changed no
-# weight (`tests/test_thinking_training.py` finds the weights bit-identical after such a step).
-# But it did not stay silent. A completion that writes `<think>` *again* (about 2 in 100 at the
-# start) is the one kind the buggy check can reward. The groups that held one gave the only
-# signal, and RL taught that: 25% of completions opened a second `<think>` by step 12.
-# After 12 steps, held-out thinking accuracy was **0.357** (from 0.833 at the start), with the mode
-# followed on 0.497. With the prefilled-aware reward it was 0.803, followed on every problem. The bug is not "no learning":
-# it is learning the one wrong thing the check can see. The fix is the one-line argument
-# `prefilled=True`.
+# Measured: with the bug, **every group was silent at the first step**: every advantage was 0 (as on
+# the one batch above: max |advantage| 0.000), so the loss and its gradient were exactly 0 and that
+# step left every weight as it was. But it did not stay silent. A completion that writes `<think>`
+# *again* (about 2 in 100 at the start) is the one kind the buggy check can reward. The groups that
+# held one gave the only signal, and RL taught that: 25% of completions opened a second `<think>` by
+# step 12. After 12 steps, held-out thinking accuracy was **0.357** (from 0.833 at the start), with
+# the mode followed on 0.497. With the prefilled-aware reward it was 0.803, followed on every
+# problem. The bug is not "no learning": it is learning the one wrong thing the check can see. The
+# fix is the one-line argument `prefilled=True`.
 #
 # ## Multi-turn: is the prompt an extension of what the model wrote?
 #
@@ -564,7 +615,7 @@ for name in ("starts_with_think", "prefilled_aware"):
 from course_lib.training.thinking import chat_target
 
 
-def tokens_not_a_prefix(template, problems, conversations=20):
+def tokens_not_a_prefix(template, problems, conversations=50):
     written_total, differ_total = 0, 0
     for c in range(conversations):
         messages, written = [], None
@@ -584,14 +635,17 @@ def tokens_not_a_prefix(template, problems, conversations=20):
 
 for template in ("qwen3", "course"):
     total, differ = tokens_not_a_prefix(template, test_problems)
+    bench = RESULTS["multiturn"][template]
     print(f"{template:6s}: of {total} tokens written before turns 2 and 3, {differ} are not a prefix of the next prompt "
-          f"({differ / total:.0%})")
+          f"({differ / total:.0%}); the benchmark: {bench['tokens_not_a_prefix']} of {bench['written_tokens']}, "
+          f"{bench['by_turn']['2']:.1f} tokens at turn 2 and {bench['by_turn']['3']:.1f} at turn 3 on average")
 
 # %% [markdown]
-# Measured on 50 conversations (`benchmarks/thinking_13.py`, the same count): with the Qwen3-style
-# template, 5,754 of the 11,961 tokens written before turns 2 and 3 (48%) were not a prefix of
-# the next prompt: 55 to 60 tokens a turn, the whole previous reply from its `<think>` on. With
-# the course template, which keeps every block, 0 of 14,571. Dropping old reasoning saved 2,610
+# The cell counts the benchmark's 50 conversations (the first 150 test problems), and
+# `benchmarks/thinking_13.py` recorded the same figures: with the Qwen3-style template, 5,754 of
+# the 11,961 tokens written before turns 2 and 3 (48%) were not a prefix of the next prompt: 60.1
+# tokens at turn 2 and 55.0 at turn 3 on average, the whole previous reply from its `<think>` on.
+# With the course template, which keeps every block, 0 of 14,571. Dropping old reasoning saved 2,610
 # tokens of context over those turns (11,961 against 14,571); it cost a recomputed prefix at every
 # turn, and a training sequence unlike the one the model saw.
 #

@@ -59,11 +59,18 @@ GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while gr
 # | `seq_log_ratio` | (B,): $\sum_t d_t$ of each row (0 for a row without a response token) |
 # | `seq_quantiles` | (3,): the 0.05, 0.5 and 0.95 quantiles of `seq_log_ratio` over the rows that have a response token |
 #
-# Each is a 0-dim tensor (but the last two) in the log-probs' (promoted) dtype. Raise a
-# `ValueError` when the three shapes differ (the mask's too), the tensors are not (B, T), the mask
-# holds anything but 0 and 1, or the mask holds no response token at all (the given
-# `_response_mask` makes the first three checks). The hidden cases check float32 and float64, masks with empty rows, one token, ties at
-# the quantiles, garbage (NaN, inf) under the mask, large and tiny mismatches, and the errors.
+# Each is a 0-dim tensor (but the last two) in the log-probs' (promoted) dtype: float32 log-probs
+# give float32 statistics, float64 ones float64. Raise a `ValueError` for:
+#
+# - log-probs of two shapes, or not (B, T);
+# - a response_mask of another shape than the log-probs;
+# - a mask that holds anything but 0 and 1;
+# - a mask without a response token.
+#
+# (The given `_response_mask` makes the first three checks.) The hidden cases check float32 and
+# float64, bool, long and float masks, masks with empty rows, one token, ties at the quantiles,
+# garbage under the mask (numbers up to 50, and NaN, inf and -inf in every row), large and tiny
+# mismatches, and each of those errors.
 
 # %% [given] course_lib.mismatch:MODES course_lib.mismatch:AGGREGATES course_lib.mismatch:_response_mask
 
@@ -125,15 +132,18 @@ print(f"mean_diff {float(report['mean_diff']):+.4f}   mean_abs {float(report['me
 #
 # ### Your turn: `sampler_log_probs(logits, tokens, temperature=1.0, top_k=None, top_p=None, renormalize=True)`
 #
-# `logits` (..., V), `tokens` (...) → (...): $z = $ logits / temperature; keep the `top_k` largest
-# $z$ (None or 0: all); then, among those, in descending probability of the softmax over the kept
-# $z$, keep a token iff the sum of the probabilities strictly before it is < `top_p` (None or 1.0:
-# all; the most likely is always kept); return the log-softmax over the kept $z$ at `tokens`
-# (-inf outside). With `renormalize=False` return the plain log-softmax of $z$ over the whole
-# vocabulary (what a trainer that ignores the truncation computes). Raise a `ValueError` for
-# temperature ≤ 0, top_k outside 0..V, top_p outside (0, 1], and tokens whose shape is not the
-# logits' without the last dim. The hidden cases check each cut alone and together, temperatures,
-# a token outside the kept set, ties kept together, float64 and bfloat16 logits, leading shapes.
+# `logits` (..., V), `tokens` (...) → (...): $z = $ logits / temperature; keep every $z$ at least
+# the `top_k`-th largest (None or 0: all), so that a tie at the k-th place is kept whole, as vLLM's
+# and Hugging Face's samplers keep it; then, among those, in descending probability of the softmax
+# over the kept $z$, keep a token iff the sum of the probabilities strictly before it is < `top_p`
+# (None or 1.0: all; the most likely is always kept); return the log-softmax over the kept $z$ at
+# `tokens` (-inf outside), in the logits' dtype (float32, float64 or bfloat16 logits give float32,
+# float64 or bfloat16 log-probs). With `renormalize=False` return the plain log-softmax of $z$ over
+# the whole vocabulary (what a trainer that ignores the truncation computes). Raise a `ValueError`
+# for temperature <= 0, top_k < 0 or > V, top_p outside (0, 1], and tokens whose shape is not
+# logits.shape[:-1]. The hidden cases check each cut alone and together, temperatures, a token
+# outside the kept set, a tie at the k-th place in every row of two cases, float64 and bfloat16
+# logits, leading shapes, and each of those errors.
 
 # %% [solution] course_lib.mismatch:sampler_log_probs
 
@@ -240,22 +250,28 @@ if not GRADING:
 #
 # vLLM's OpenAI-compatible server (notebook 14's `VLLMServer`, from `.venv-vllm`) samples the same
 # prompts and returns each token's log-prob; the trainer scores those very tokens. The cell skips,
-# saying so, where the vLLM environment is missing (`make vllm-cpu` builds it), and does not run
-# while grading.
+# saying so, where the vLLM environment is missing (`make vllm-cpu` builds it), prints why and what
+# to do where the server cannot start (the cells below need no server), and does not run while
+# grading.
 
 # %%
 from course_lib.rollouts import SamplingParams
-from course_lib.rollouts.vllm_server import VLLM_PYTHON, ServerEngine, VLLMServer
+from course_lib.rollouts.vllm_server import BUILD_HINT, VLLM_PYTHON, ServerEngine, ServerError, VLLMServer
 from course_lib.world.tiny_models import TINY_MODELS
 
+served = None
 if GRADING:
     print("grading: the vLLM server cell does not run")
 elif not VLLM_PYTHON.exists():
-    print(f"skipped: the vLLM environment ({VLLM_PYTHON.parent.parent.name}) is missing; `make vllm-cpu` builds it")
+    print(f"skipped: the vLLM environment is missing; {BUILD_HINT}")
 else:
-    with VLLMServer(TINY_MODELS["qwen2-sft"]) as server:
-        served = [r for r in ServerEngine(server.url, tok).generate(prompts, SamplingParams(temperature=1.0, seed=0, max_tokens=100))
-                  if r.token_ids]
+    try:
+        with VLLMServer(TINY_MODELS["qwen2-sft"]) as server:
+            params = SamplingParams(temperature=1.0, seed=0, max_tokens=100)
+            served = [r for r in ServerEngine(server.url, tok).generate(prompts, params) if r.token_ids]
+    except ServerError as err:  # say why and what to do, and let Run All go on to the cells below
+        print(f"the vLLM server failed, so this cell stops here (the cells below need no server):\n{err}")
+if served:
     sids = tok([r.prompt for r in served], add_special_tokens=False)["input_ids"]
     sbatch = batch_of(sids, [r.token_ids for r in served], tok.pad_token_id)
     server_lp = torch.zeros(sbatch["labels"].shape)
@@ -321,7 +337,9 @@ for name, r in MISMATCH["atlas"]["rows"].items():
 # `sequence_truncate`, `sequence_mask`), `aggregate` in `AGGREGATES` (matters for the sequence
 # modes only); 0 where the mask is 0 (never read there). Sum the log-ratio in the inputs' dtype and
 # exponentiate after: a sum that overflows `exp` gives the cap (truncate) or 0 (mask), never inf or
-# NaN. Raise a `ValueError` for an unknown mode or aggregate, cap ≤ 0, and shapes that differ.
+# NaN. The weights are in the log-probs' dtype (float32 or float64). Raise a `ValueError` for an
+# unknown mode, an unknown aggregate, cap <= 0, and shapes that differ (or a mask that holds
+# anything but 0 and 1).
 
 # %% [solution] course_lib.mismatch:importance_weights
 
@@ -366,7 +384,9 @@ print("all visible checks passed")
 # (and `old_log_probs` through the ratio), never through $w$. Return `(loss, metadata)` with
 # `"weights"` (B, T), `"kept_fraction"` (kept tokens / response tokens, 0 for an empty mask) and
 # `"clip_fraction"` (the fraction of kept tokens whose clipped term is strictly the smaller one; 0
-# when none is kept). No backward inside.
+# when none is kept). The loss, the weights and both fractions are tensors in the log-probs'
+# dtype (the two fractions 0-dim): float64 log-probs give float64 fractions too, not float32 ones
+# and not Python floats. No backward inside.
 
 # %% [given] course_lib.grpo:_as_column course_lib.grpo:compute_grpo_clip_loss
 
@@ -418,7 +438,7 @@ for name, row in grad["rows"].items():
 # 0.14**: at this size a GRPO gradient is mostly sampling noise, and no correction shows through
 # it. Sharing the seed, the bfloat16 sampler's gradient has cosine 0.52 with the on-policy one (its
 # samples are the same until a rounding flips a token; from there the response goes its own way),
-# and the corrections move it by at most 0.008. Top-p 0.8's has cosine 0.22 and a norm 0.21 times
+# and the corrections move it by less than 0.01. Top-p 0.8's has cosine 0.22 and a norm 0.21 times
 # the on-policy one: it almost never writes a wrong answer (reward 0.998 against 0.940), so few
 # groups carry any signal. To see the bias itself, take the noise away: one decision, its
 # expectation summed exactly over the vocabulary.
@@ -430,6 +450,9 @@ for name, row in grad["rows"].items():
 # $\sum_v \pi(v)\,(R(v) - \mathbb{E}_\pi R)\,\nabla\log\pi(v)$, summed over the prefixes; under a
 # sampler $q$ it is $\sum_v q(v)\,w(v)\,(R(v) - \mathbb{E}_q R)\,\nabla\log\pi(v)$ with $w = 1$
 # (uncorrected) or the token weight $\pi/q$ truncated or masked at 2. Exact: no sampling at all.
+# The gradients are float32, as a trainer's are; the cosines are computed from them in float64
+# (`mismatch_atlas.cosine`, never above 1). How far rounding alone moves them: the same on-policy
+# gradient through a float64 copy of the model.
 
 # %%
 dec = MISMATCH["decision"]
@@ -438,21 +461,27 @@ print(f"{dec['prefixes']} decisions, on-policy reward {dec['on_policy_reward']:.
 for name, row in dec["rows"].items():
     cells = [f"{k} {v['cosine']:.4f} ({v['norm_ratio']:.3f})" for k, v in row.items() if isinstance(v, dict)]
     print(f"{name:42s} mass never sampled {row['mass_never_sampled']:.1e}: " + ", ".join(cells))
+for name, v in (("rounding alone: float32 against float64", dec["float32_rounding"]),
+                ("bfloat16 sampler + token-TIS", dec["rows"]["bfloat16 sampler"]["token_truncate"])):
+    print(f"{name:42s} 1 - cosine {1 - v['cosine']:.1e}, 1 - norm ratio {1 - v['norm_ratio']:.1e}")
 
 # %% [markdown]
 # Measured (952 of the 1024 responses reached `<answer> `; exact sums, cap 2):
 #
-# - **bfloat16**: uncorrected, cosine 0.9998 and a norm 1.066 times the on-policy one; token-TIS
-#   brings both to 1.000. Where the sampler covers every token, the weights do their job.
+# - **bfloat16**: uncorrected, cosine 0.9997 and a norm 1.066 times the on-policy one. Token-TIS
+#   brings the cosine to within 4.5e-14 of 1 and the norm ratio to within 1.2e-7 of 1, while
+#   rounding alone (the float32 gradient against its float64 computation) moves them by 2.5e-12
+#   and 8.5e-5: token-TIS gives back the on-policy gradient as exactly as this float32
+#   computation can tell. Where the sampler covers every token, the weights do their job.
 # - **Top-p 0.8 gives a gradient of exactly 0.** At every one of these decisions the most likely
 #   digit holds more than 0.8 of the mass, so the sampler keeps only it: each group writes one
 #   digit, every advantage is 0. The on-policy gradient lives in the tail the sampler cut (6.5e-4 of
 #   the mass on average), and no importance weight reaches a token that is never sampled.
-# - **Top-p 0.95**: cosine 0.877, norm 0.81; the corrections leave the cosine where it is, for the
+# - **Top-p 0.95**: cosine 0.876, norm 0.81; the corrections leave the cosine where it is, for the
 #   same reason.
 # - **A sampler at temperature 0.7 for a trainer at 1.0** (a configuration slip): cosine 0.933 but
 #   a norm of only 0.35: the sharper sampler visits the tail less. Token-TIS restores part of it
-#   (norm 0.73, cosine 0.937); token-mask makes it worse (cosine 0.669, norm 0.013): the tail
+#   (norm 0.725, cosine 0.937); token-mask makes it worse (cosine 0.669, norm 0.013): the tail
 #   tokens the sampler under-samples have ratios above 2, those tokens carry the gradient, and
 #   the mask throws them out.
 #
@@ -478,22 +507,22 @@ if not GRADING:
               f"{[round(float(seq_w[quartile == q].mean()), 3) for q in range(4)]}")
 seq = MISMATCH["sequence_sum"]
 for name, row in seq.items():
-    print(f"{name} (benchmark, 256 rollouts): aggregate sum {[round(x, 3) for x in row['sequence_truncate_sum']]}, "
-          f"mean {[round(x, 3) for x in row['sequence_truncate_mean']]}")
+    print(f"{name} (benchmark, 256 rollouts; quartiles split at {row['length_quartile_edges']} tokens): aggregate sum "
+          f"{[round(x, 3) for x in row['sequence_truncate_sum']]}, mean {[round(x, 3) for x in row['sequence_truncate_mean']]}")
     print(f"{'':20s}share dropped by sequence_mask at cap {row['tight_cap']}: aggregate sum "
           f"{[round(x, 3) for x in row['dropped_at_tight_cap_sum']]}, mean {[round(x, 3) for x in row['dropped_at_tight_cap_mean']]}")
 
 # %% [markdown]
-# Measured (the benchmark, 256 rollouts; response-length quartiles split at 33, 55 and 74
-# tokens): under top-p 0.8 the sequence weight from the sum fell from 0.75 on the shortest quarter
-# to 0.59 and 0.62 on the two longest, while from the mean it stayed at 0.99 throughout; under
-# top-p 0.95, 0.87 down to 0.81. With bfloat16 the sum's weights stay near 1 (1.004 down to
-# 0.989) but already drift down with length. The cap of 2 never bites here. At a cap that does
-# (1.05), `sequence_mask` with the sum dropped 11% and 7% of the bfloat16 rollouts in the two
-# shorter quarters and 18% and 17% in the two longer ones; with the mean it dropped none. It
-# dropped no top-p rollout at any cap: their sequence ratios are all below 1, and the mask cuts
-# only above the cap (a lower cut, which some trainers add, would drop them by this same
-# weight, the long ones first; not measured here).
+# Measured (the benchmark, 256 rollouts of each sampler; response-length quartiles split at 33, 54
+# to 55 and 74 to 74.5 tokens): under top-p 0.8 the sequence weight from the sum fell from 0.75 on
+# the shortest quarter to 0.59 and 0.62 on the two longest, while from the mean it stayed at 0.99
+# throughout; under top-p 0.95, 0.87 down to 0.81. With bfloat16 the sum's weights stay near 1
+# (1.004 down to 0.989) but already drift down with length. The cap of 2 never bites here. At a cap
+# that does (1.05), `sequence_mask` with the sum dropped 11% and 7% of the bfloat16 rollouts in the
+# two shorter quarters and 18% and 17% in the two longer ones; with the mean it dropped none. It
+# dropped no top-p rollout at any cap: their sequence ratios are all below 1, and the mask cuts only
+# above the cap (a lower cut, which some trainers add, would drop them by this same weight, the long
+# ones first; not measured here).
 #
 # ## A GRPO run with a mismatched sampler (instructor)
 #
@@ -508,7 +537,7 @@ for name, row in seq.items():
 # synced only every 8 optimizer steps (asynchronous RL's off-by-k), so at step $s$ it is
 # $(s - 1) \bmod 8$ steps behind the weights whose old log-probs the trainer computes. Its
 # log-probs are the copy's own. bfloat16 was not used: its gap is small (mean $|d|$ 0.0015 in the
-# atlas) and the corrections moved its sampled gradient by at most 0.008 in cosine (above), too
+# atlas) and the corrections moved its sampled gradient by less than 0.01 in cosine (above), too
 # little for a short run to show. Four arms from the SFT model, with notebook 11's
 # GRPO settings (lr 1e-4, 64 responses a step, 8 per question, one optimizer step per batch, 30
 # steps), three seeds: on-policy (the reference), stale uncorrected, stale + token-TIS
@@ -543,6 +572,9 @@ for arm in arms[1:]:
     kept = by_staleness(arm, "kept_fraction") if run15["summary"][arm]["kept_fraction"] is not None else None
     print(f"{arm:22s} mean |old - sampler| by steps behind: "
           + "  ".join(f"{b}: {g:.4f}" + (f" (kept {kept[b]:.3f})" if kept else "") for b, g in gap.items()))
+    step7 = [r["steps"][6]["mismatch_mean_abs"] for r in run15["runs"] if r["arm"] == arm]
+    print(f"{'':22s} at step 7 (mean of the seeds) {sum(step7) / len(step7):.3f}; gradient norm by steps behind: "
+          + "  ".join(f"{b}: {g:.2f}" for b, g in by_staleness(arm, "grad_norm").items()))
 
 fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
 for arm in arms:
@@ -608,7 +640,8 @@ plt.show()
 # disagreement is invisible in its mean. On the tiny model the KV cache, batch shape, padding and
 # vLLM's float32 server all agreed with the trainer to float32 rounding; bfloat16 did not (token
 # gaps up to 0.39 nat), and a top-p sampler disagrees by construction. Importance weights correct
-# what the sampler covers: token-TIS took the bfloat16 gradient back to the on-policy one exactly.
+# what the sampler covers: token-TIS took the bfloat16 gradient back to the on-policy one, to within
+# the rounding of the float32 gradient itself.
 # They cannot correct what it never samples: top-p 0.8 left a gradient of 0, and a mask cut the
 # tokens an under-sampling engine most needed. A sequence weight from the sum punishes long
 # responses; the mean does not. Measure the spread, sample what you train on, and correct per

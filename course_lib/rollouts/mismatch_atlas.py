@@ -11,7 +11,8 @@ trainer's labels, so that `course_lib.mismatch.mismatch_report` compares them po
 - `kv_decode`: the fast engine's own decode path (its prefill and one-token steps) teacher-forced
   on the sampled tokens;
 - `topp_log_probs`: a top-p sampler's log-probs, renormalised over the tokens it keeps;
-- `sample`: rollouts of the fast engine with their prompt ids; `atlas_row`: a report as floats.
+- `sample`: rollouts of the fast engine with their prompt ids; `atlas_row`: a report as floats;
+- `cosine`: the cosine similarity of two gradients, in float64 and never above 1.
 """
 
 from __future__ import annotations
@@ -115,4 +116,22 @@ def atlas_row(train: torch.Tensor, other: torch.Tensor, mask: torch.Tensor) -> d
     return {**out, "seq_q05": q05, "seq_q50": q50, "seq_q95": q95, "tokens": int(mask.sum())}
 
 
-__all__ = ["atlas_row", "batch_of", "full_forward", "kv_decode", "sample", "scored_alone", "topp_log_probs"]
+def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The cosine similarity of two vectors (any shape, flattened; any floating dtype), computed in
+    float64 as 1 - |a/|a| - b/|b||^2 / 2: never above 1, and exact near 1, where torch's float32
+    `cosine_similarity` is not (for two gradients of the tiny model it gave 1.00017).
+    0.0 when either vector is 0 (it has no direction; torch's `cosine_similarity` says 0 too).
+
+    Raises:
+        ValueError: vectors of different sizes.
+    """
+    a, b = a.detach().double().flatten(), b.detach().double().flatten()
+    if a.numel() != b.numel():
+        raise ValueError(f"cosine of vectors of {a.numel()} and {b.numel()} entries")
+    na, nb = a.norm(), b.norm()
+    if not (na > 0 and nb > 0):
+        return 0.0
+    return float(1.0 - 0.5 * (a / na - b / nb).pow(2).sum())
+
+
+__all__ = ["atlas_row", "cosine", "batch_of", "full_forward", "kv_decode", "sample", "scored_alone", "topp_log_probs"]

