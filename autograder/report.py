@@ -64,9 +64,9 @@ WHAT = {
     "exact": "differs from the expected value (an exact match is needed)",
 }
 VERDICT = {
-    "rounding": "failed at rounding scale (within 1000 times the tolerance: a precision problem, e.g. a "
-                "lower precision or a less stable formula, not a wrong formula)",
-    "far": "is far from the truth (beyond rounding: a wrong value)",
+    "rounding": f"failed at rounding scale (off by at most {ROUNDING_SCALE:g} times the tolerance: an error of the "
+                "size of rounding, e.g. a lower precision, a less stable formula or a tiny wrong term)",
+    "far": f"is far from the truth (off by more than {ROUNDING_SCALE:g} times the tolerance: a wrong value)",
 }
 
 

@@ -84,12 +84,24 @@ def test_nan_inf_shapes_keys_and_exact_values():
 
 
 def test_verdicts_tell_rounding_from_a_wrong_value():
+    """Within ROUNDING_SCALE (4) tolerances a failure is at rounding scale; beyond, far: a wrong
+    masked_whiten 52 tolerances off (error 4.5e-4 where the tolerance was 8.6e-6) is far."""
+    from autograder.compare import ROUNDING_SCALE
+
     x = torch.linspace(0.1, 1.0, 10)
     exp = expect(x, x.double())
+    allowed = exp.atol + exp.rtol * exp.truth.abs()
     assert verdict(compare(x, exp, SETTINGS)) == "pass" and margin(x, exp) < 1
-    assert verdict(compare(x + 1e-5, exp, SETTINGS)) == "rounding"
+    assert verdict(compare(exp.truth + 3.5 * allowed, exp, {"check_dtype": False})) == "rounding"
+    assert verdict(compare((exp.truth + 4.5 * allowed).float(), exp, SETTINGS)) == "far"
+    assert verdict(compare((exp.truth + 52 * allowed).float(), exp, SETTINGS)) == "far"
     assert verdict(compare(x + 0.1, exp, SETTINGS)) == "far"
     assert verdict(compare(x[:3], exp, SETTINGS)) == "wrong"
+    problem = {"where": "'y'", "what": "value", "error": 4.5e-4, "tolerance": 8.6e-6}
+    assert verdict([problem]) == "far" and ROUNDING_SCALE < 4.5e-4 / 8.6e-6
+    text = format_report({"name": "masked_whiten", "kind": "practice", "passed": False, "problem": None,
+                          "cases": [{"case": "c", "ok": False, "verdict": "far", "error": None, "problems": [problem]}]})
+    assert "far from the truth" in text and "rounding" not in text
 
 
 # ---------------------------------------------------------------- what a kernel may read
