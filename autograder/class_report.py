@@ -207,8 +207,9 @@ def markdown(assignment: str, tallies: list[FunctionTally], students: int) -> st
               "|---|---|---|---|---|"]
     for t in tallies:
         said = sentences(t.suite)
-        for name, n in t.named.most_common():
-            lines.append(f"| `{t.suite}` | `{name}` | {n} | {share(n, t.attempts)} | {said.get(name, '')} |")
+        for name, n in t.named.most_common():  # "a or b": alternatives no case told apart
+            what = " / ".join(said.get(part, "") for part in name.split(" or "))
+            lines.append(f"| `{t.suite}` | `{name}` | {n} | {share(n, t.attempts)} | {what} |")
     lines += ["", "## Hidden cases", "", "Failures among the attempts (checked, not a stub), by the outcome of the "
               "submission that failed the case.", "",
               "| function | case | failed | of attempts | rate | known mistake named | a helper failed | otherwise |",
