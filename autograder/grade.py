@@ -282,13 +282,17 @@ def _record_outcomes(row: dict, cells: list[dict], gates: dict, outcomes: dict[s
     """The judge's findings in the row, for any tool that reads the grades: `mistakes`, per graded
     cell, the names of the known mistakes its hidden checks named; `failed_cases`, per suite the
     judge answered, the hidden cases that failed ([] when it passed); `errors_not_raised`, per suite
-    whose only failures were error cases, those cases."""
+    whose only failures were error cases, those cases; `recognition`, per suite the judge answered,
+    the known mistakes named, whether the function was still a stub (`unfinished`) and what else a
+    named function gets wrong (`besides`: "values", "errors" or "")."""
     row["mistakes"] = {f"{c['notebook']}:{c['cell']}": sorted({m for n in gates.get((c["notebook"], c["cell"]), [])
                                                                   for m in outcomes.get(n, {}).get("mistakes", [])})
                        for c in cells}
     row["failed_cases"] = {name: found["failed_cases"] for name, found in sorted(outcomes.items())}
     row["errors_not_raised"] = {name: found["errors_not_raised"] for name, found in sorted(outcomes.items())
                                 if found["errors_not_raised"]}
+    row["recognition"] = {name: {"mistakes": found["mistakes"], "unfinished": found.get("unfinished", False),
+                                 "besides": found.get("besides", "")} for name, found in sorted(outcomes.items())}
 
 
 def grade(assignment: str, course: Path, jobs: int = 2, timeout: float = 600.0, memory_gb: float = 6.0,

@@ -49,6 +49,7 @@ from pathlib import Path
 from .cases import HIDDEN_DIR, ensure_cases, load_cases
 from .limits import Slot
 from .protocol import recv_message, send_message
+from .recognition import label
 from .report import redact
 from .stubs import stub_for_suite
 from .suite_api import SUITES, load_suite, suite_settings
@@ -75,7 +76,8 @@ class JudgeServer:
     `budget` is {suite: calls allowed}; `verdicts` maps a suite to the pass/fail of its answered
     calls; `refused` counts the calls refused per suite. `outcomes` maps a suite to what its last
     answered call found, for the grades' rows and the class report (`autograder.class_report`):
-    {"failed_cases": [case names], "mistakes": [known mistakes named], "errors_not_raised": [...]}."""
+    {"failed_cases": [case names], "mistakes": [known mistakes named], "errors_not_raised": [...],
+    "unfinished": bool, "besides": str} (`outcome_of`)."""
 
     def __init__(self, socket_path: Path, *, assignment: str | None, budget: Counter, slot: Slot | None = None,
                  hidden_dir: Path | None = None):
@@ -168,15 +170,19 @@ class JudgeServer:
 
 def outcome_of(report: dict, hidden_dir: Path | None = None) -> dict:
     """What one answered check found: the failed case names (every case of the suite when the run
-    itself failed: a timeout, a crash), the known mistakes named and the error cases not raised."""
+    itself failed: a timeout, a crash), the known mistakes named ("a or b" for alternatives:
+    `autograder.recognition.label`), the error cases not raised,
+    whether it raised NotImplementedError on every case (a stub) and what else a named function
+    gets wrong (`autograder.recognition.besides`)."""
     failed = [c["case"] for c in report.get("cases", []) if not c["ok"]]
     if report.get("problem") and not report.get("cases"):
         try:
             failed = [c["name"] for c in load_cases(report["name"], hidden_dir)["cases"]]
         except Exception:  # noqa: BLE001 - no case file to name them from
             failed = []
-    return {"failed_cases": failed, "mistakes": [m["name"] for m in report.get("mistakes", [])],
-            "errors_not_raised": list(report.get("errors_not_raised", []))}
+    return {"failed_cases": failed, "mistakes": [label(m) for m in report.get("mistakes", [])],
+            "errors_not_raised": list(report.get("errors_not_raised", [])),
+            "unfinished": bool(report.get("unfinished")), "besides": str(report.get("besides") or "")}
 
 
 def _known_suites() -> set[str]:

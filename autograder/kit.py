@@ -77,7 +77,7 @@ def practice_cases(suite: str, seed: int) -> dict:
                                     "cases": [{"name": c["name"], "inputs": c["inputs"], "expected": c["expected"],
                                                "error_case": c["error_case"]} for c in data["cases"]],
                                     # names, sentences and outputs on these public inputs: no mistake's code
-                                    "mistakes": {name: {"sentence": m["sentence"], "signature": m["signature"]}
+                                    "mistakes": {name: {k: m[k] for k in ("sentence", "signature", "untold", "returned", "covers")}
                                                  for name, m in data["mistakes"].items()}}
     return _PRACTICE[(suite, seed)]
 

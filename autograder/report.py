@@ -17,9 +17,12 @@ also shows each failure's worst error beside its tolerance.
 
 A failing function's report also names the known mistakes its outputs match
 (`autograder.recognition`): one line each, `known mistake NAME: SENTENCE`, in the catalogue's
-public words, else `not a known mistake`; when only error cases fail, `the math is right; these
-errors are not raised: CASES`; and for a function that raised NotImplementedError on every case,
-that it is still a stub (or calls one) instead. A name says that the function's outputs on the
+public words (and `or known mistake OTHER (no case tells it from NAME): SENTENCE` for a mistake
+that no case of the draw tells apart from it), else `not a known mistake`; when the named function also fails cases that its named
+mistakes pass, a line that something else is wrong too (a missing check named alone would hide a
+wrong value); when only error cases fail, `the math is right; these errors are not raised:
+CASES`; and for a function that raised NotImplementedError on every case, that it is still a stub
+(or calls one) instead. A name says that the function's outputs on the
 mistake's cases are the mistake's outputs within tolerance: one more pass/fail of the kind a
 case's verdict already is, against a wrong function's outputs instead of the truth's; no value or
 figure comes with it.
@@ -64,14 +67,20 @@ WHAT = {
     "exact": "differs from the expected value (an exact match is needed)",
 }
 VERDICT = {
-    "rounding": "failed at rounding scale (within 1000 times the tolerance: a precision problem, e.g. a "
-                "lower precision or a less stable formula, not a wrong formula)",
-    "far": "is far from the truth (beyond rounding: a wrong value)",
+    "rounding": f"failed at rounding scale (off by at most {ROUNDING_SCALE:g} times the tolerance: an error of the "
+                "size of rounding, e.g. a lower precision, a less stable formula or a tiny wrong term)",
+    "far": f"is far from the truth (off by more than {ROUNDING_SCALE:g} times the tolerance: a wrong value)",
 }
 
 
 UNFINISHED = "NotImplementedError on every case: the function is still a stub, or calls one"
-RECOGNITION_LINES = ("known mistake ", "not a known mistake", "the math is right", UNFINISHED)  # for the grades' notes
+# what else a function named for known mistakes gets wrong (`autograder.recognition.besides`)
+BESIDES = {"values": "and its values are wrong in another way too: it fails cases that the known mistake(s) above pass",
+           "errors": "and it fails error cases that the known mistake(s) above pass (an error not raised, or another "
+                     "exception)"}
+OR_KNOWN = "or known mistake "  # an alternative no case of the draw tells from the mistake above it
+RECOGNITION_LINES = ("known mistake ", OR_KNOWN, "not a known mistake", "the math is right", UNFINISHED,
+                     *BESIDES.values())  # for the grades' notes
 
 
 def error_code(exception: str) -> str:
@@ -108,9 +117,12 @@ def redact(report: dict) -> dict:
     out = {"name": report["name"], "kind": report.get("kind", "hidden"), "passed": bool(report.get("passed")),
            "problem": report.get("problem"), "cases": cases}
     if "mistakes" in report:  # the catalogue's public names and sentences, and public case names
-        out["mistakes"] = [{"name": str(m["name"]), "sentence": str(m["sentence"])} for m in report["mistakes"]]
+        out["mistakes"] = [{"name": str(m["name"]), "sentence": str(m["sentence"]),
+                            **({"or": [{"name": str(a["name"]), "sentence": str(a["sentence"])} for a in m["or"]]}
+                               if m.get("or") else {})} for m in report["mistakes"]]
         out["errors_not_raised"] = [str(name) for name in report.get("errors_not_raised", [])]
         out["unfinished"] = bool(report.get("unfinished"))
+        out["besides"] = report.get("besides") if report.get("besides") in BESIDES else ""
     if report.get("unsandboxed"):
         out["unsandboxed"] = True
     return out
@@ -141,10 +153,16 @@ def format_report(report: dict, numbers: bool | None = None) -> str:
 
 def mistake_lines(report: dict) -> list[str]:
     """What recognition found in a failing function (`autograder.recognition`): a line per known
-    mistake, the math-is-right line, or "not a known mistake"; nothing for a report without it."""
+    mistake (and one more when it fails cases they pass), the math-is-right line, or "not a known
+    mistake"; nothing for a report without it."""
     if "mistakes" not in report:
         return []
-    lines = [f"  known mistake {m['name']}: {m['sentence']}" for m in report["mistakes"]]
+    lines = []
+    for m in report["mistakes"]:
+        lines.append(f"  known mistake {m['name']}: {m['sentence']}")
+        lines += [f"  {OR_KNOWN}{a['name']} (no case tells it from {m['name']}): {a['sentence']}" for a in m.get("or", [])]
+    if report.get("besides") in BESIDES and lines:
+        lines.append(f"  {BESIDES[report['besides']]}")
     if report.get("errors_not_raised"):
         lines.append(f"  the math is right; these errors are not raised: {', '.join(report['errors_not_raised'])}")
     if report.get("unfinished"):

@@ -3,22 +3,39 @@
 When a suite's cases are made (`autograder.cases.make_suite_cases`), each mistake of its
 catalogue (`autograder.mistakes`) runs on every case as a student's function runs in the judge:
 where the references of the open assignments are stubs and the suite's tripwire names trip
-(`references_hidden`). Its *signature* is the cases it fails against the truth. On each of them
-its outputs become an expected tree made the way the truth's is (`autograder.compare.expected_tree`
-of the mistake in float64 against its own run in the case's precision, and against its runs with
-another thread count and, for a training step, on inputs moved by one unit: a tolerance for its
-own rounding), so that a student who makes the same mistake with other rounding still matches; an
-error (a raised exception, the tripwire) is kept as the judge's error code.
+(`references_hidden`). Its *signature* is the cases it fails against the truth that tell it from
+a correct function. On each of them its outputs become an expected tree made the way the truth's
+is (`autograder.compare.expected_tree` of the mistake in float64 against its own run in the case's
+precision, and against its runs with another thread count and, for a training step, on inputs
+moved by one unit: a tolerance for its own rounding), so that a student who makes the same
+mistake with other rounding still matches; an error (a raised exception, the tripwire) is kept as
+the judge's error code.
+
+A case the mistake fails does not tell it from a correct function when the two trees overlap:
+some output within the truth's tolerance is also within the mistake's (`could_be_correct`: every
+value's two tolerance intervals meet, with the same structure, dtypes, NaN positions and exact
+values). That happens where the mistake's error is its own rounding (an entropy that loses 1e-3
+at logits shifted by 1e4: its float64 run is the truth, its tolerance 16 times that loss): any
+function right on that case would match it there. Such a case is kept apart ("untold"): it never
+names the mistake, and it only explains a failure of a function named for the mistake's other
+cases. A mistake with no telling case on a draw is not named on it.
 
 Per mistake, the case file holds
 
-    {"sentence": str, "signature": {case: {"expected": tree} | {"error": code}}, "near_tie": [case]}
+    {"sentence": str, "signature": {case: {"expected": tree} | {"error": code}},
+     "untold": {case: {"expected": tree}}, "returned": [case], "covers": [name], "near_tie": [case]}
 
-"near_tie" lists the signature cases on which the mistake's own float64 run was not near its run in
-the case's precision (or gave another structure): there the tree is its own run, with the
-tolerance of that run's rounding only. An empty signature (the mistake passes every case of this
-draw) is kept as it is: nothing names it on that draw, and the tests report it. No source is kept:
-what recognition needs is outputs, and a case file of practice cases goes into a student kit.
+"returned" lists the cases on which the mistake raised nothing (recognition asks a function named
+for an error to return where the mistake returns: `autograder.recognition`). "covers" lists the
+other mistakes whose whole signature this mistake's own outputs match on the draw (a mistake that
+fails every case another fails, in the same way, and more): recognition names the one that
+explains more, and names two that cover each other as alternatives. "near_tie" lists the
+signature cases on which the mistake's own float64 run was not near its run in the case's
+precision (or gave another structure): there the tree is its own run, with the tolerance of that
+run's rounding only. An empty signature (the mistake passes every case of this draw, or fails
+only untold ones) is kept as it is: nothing names it on that draw, and the tests report it. No
+source is kept: what recognition needs is outputs, and a case file of practice cases goes into a
+student kit.
 """
 
 from __future__ import annotations
@@ -211,14 +228,58 @@ def mistake_results(suite: ModuleType, source: str, cases: list[dict]) -> dict[s
         return {case["name"]: run_as_judged(suite, fn, case["inputs"], tripped) for case in cases}
 
 
-def signature_of(suite: ModuleType, source: str, cases: list[dict], results: dict[str, dict]) -> tuple[dict, list[str]]:
-    """(signature, near ties) of one mistake (its cell's `source`) from its `results` on `cases`
-    (see the module docstring)."""
+def could_be_correct(tree, expected, settings: dict) -> bool:
+    """Whether some output within tolerance of the truth (`expected`, a case's tree) is also within
+    tolerance of a mistake's `tree` on that case: the same kinds, keys, lengths, shapes, dtypes (where
+    the suite checks them), NaN and infinity positions and exact values, and for every floating value
+    |mistake - truth| <= its tolerance + the truth's. A case where this holds does not tell the
+    mistake from a correct function."""
+    from .compare import Expected, _kind
+
+    if isinstance(expected, dict):
+        return isinstance(tree, dict) and set(tree) == set(expected) and \
+            all(could_be_correct(tree[k], expected[k], settings) for k in expected)
+    if isinstance(expected, list):
+        return isinstance(tree, list) and len(tree) == len(expected) and \
+            all(could_be_correct(a, b, settings) for a, b in zip(tree, expected))
+    if not isinstance(tree, Expected) or not isinstance(expected, Expected) or _kind(tree.native) != _kind(expected.native):
+        return False
+    if isinstance(expected.native, torch.Tensor):
+        if tuple(tree.native.shape) != tuple(expected.native.shape):
+            return False
+        if settings.get("check_dtype", True) and tree.dtype != expected.dtype:
+            return False
+        if not expected.native.is_floating_point():
+            return tree.native.dtype == expected.native.dtype and torch.equal(tree.native, expected.native)
+        if not tree.native.is_floating_point():
+            return False
+        return _intervals_meet(tree, expected.truth, expected)
+    if isinstance(expected.truth, float):
+        if not isinstance(tree.truth, float):
+            return False
+        return _intervals_meet(dataclasses.replace(tree, truth=torch.tensor([tree.truth], dtype=torch.float64)),
+                               torch.tensor([expected.truth], dtype=torch.float64), expected)
+    return type(tree.native) is type(expected.native) and tree.native == expected.native
+
+
+def _intervals_meet(tree, truth: torch.Tensor, expected) -> bool:
+    a, b = tree.truth.to(torch.float64), truth.to(torch.float64)
+    for where in (torch.isnan, lambda x: torch.isinf(x) & (x > 0), lambda x: torch.isinf(x) & (x < 0)):
+        if not torch.equal(where(a), where(b)):
+            return False
+    finite = torch.isfinite(b)
+    room = tree.atol + tree.rtol * a[finite].abs() + expected.atol + expected.rtol * b[finite].abs()
+    return bool(((a[finite] - b[finite]).abs() <= room).all())
+
+
+def signature_of(suite: ModuleType, source: str, cases: list[dict], results: dict[str, dict]) -> dict:
+    """{"signature", "untold", "returned", "near_tie"} of one mistake (its cell's `source`) from its
+    `results` on `cases` (see the module docstring)."""
     from .mistakes import function_from
     from .suite_api import suite_settings
 
     settings = suite_settings(suite)
-    signature, near = {}, []
+    signature, untold, near = {}, {}, []
     with references_hidden(suite) as tripped:
         fn = function_from(source, suite.GRADED)
         for case in cases:
@@ -229,26 +290,46 @@ def signature_of(suite: ModuleType, source: str, cases: list[dict], results: dic
                 signature[case["name"]] = {"error": result["error"]}
                 continue
             tree, fell_back = mistake_tree(suite, fn, case, result["outputs"], tripped)
+            if could_be_correct(tree, case["expected"], settings):
+                untold[case["name"]] = {"expected": slim(tree)}
+                continue
             signature[case["name"]] = {"expected": slim(tree)}
             if fell_back:
                 near.append(case["name"])
-    return signature, near
+    returned = [case["name"] for case in cases if "error" not in results[case["name"]]]
+    return {"signature": signature, "untold": untold, "returned": returned, "near_tie": near}
 
 
 def draw_signatures(name: str, suite: ModuleType, cases: list[dict]) -> tuple[dict[str, dict], dict[str, dict]]:
-    """({mistake name: its sentence, signature and near ties}, {mistake name: its results}) on
+    """({mistake name: its sentence and `signature_of`}, {mistake name: its results}) on
     `cases` (made with their expected trees), for every mistake of suite `name`'s catalogue that
     outputs can recognise (see the module docstring and `autograder.mistakes.Mistake`)."""
     from .mistakes import catalogue
+
+    from .recognition import matching
+    from .suite_api import suite_settings
 
     out, results = {}, {}
     for label, mistake in catalogue(name).items():
         if not mistake.recognisable:
             continue
         results[label] = mistake_results(suite, mistake.source, cases)
-        signature, near = signature_of(suite, mistake.source, cases, results[label])
-        out[label] = {"sentence": mistake.sentence, "signature": signature, "near_tie": near}
+        out[label] = {"sentence": mistake.sentence, **signature_of(suite, mistake.source, cases, results[label])}
+    error_cases = [c["name"] for c in cases if c.get("error_case")]
+    for label in out:
+        out[label]["covers"] = [other for other in matching(results[label], out, suite_settings(suite),
+                                                            error_cases=error_cases,
+                                                            passed=passed_cases(suite, results[label], cases))
+                                if other != label]
     return out, results
+
+
+def passed_cases(suite: ModuleType, results: dict[str, dict], cases: list[dict]) -> list[str]:
+    """The names of the cases whose result (`run_as_judged`'s) passes against the truth."""
+    from .suite_api import suite_settings
+
+    settings = suite_settings(suite)
+    return [case["name"] for case in cases if not fails(results[case["name"]], case, settings)]
 
 
 def signatures(name: str, suite: ModuleType, cases: list[dict]) -> dict[str, dict]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .compare import compare, margin, verdict
 from .limits import Slot, start_limited
-from .recognition import errors_not_raised, recognise, unfinished
+from .recognition import besides, errors_not_raised, recognise, unfinished
 from .report import error_code
 from .suite_api import HARNESSES, SUITES
 
@@ -176,8 +176,9 @@ def _problem(result) -> str | None:
 
 def _compare_into(report: dict, results, cases: list[dict], settings: dict, mistakes: dict | None = None) -> None:
     """The per-case entries of `report` from the runner's `results`; for a failing function, the
-    known mistakes it matches ("mistakes"), when only error cases fail their names
-    ("errors_not_raised"), and whether it raised NotImplementedError on every case ("unfinished")."""
+    known mistakes it matches ("mistakes"), whether it fails a case they do not explain ("besides"),
+    when only error cases fail their names ("errors_not_raised"), and whether it raised
+    NotImplementedError on every case ("unfinished")."""
     by_name = {r.get("name"): r for r in results if isinstance(r, dict)} if isinstance(results, list) else {}
     seen = {}  # per case: {"outputs": ...} or {"error": its code}, for recognition
     for case in cases:
@@ -206,6 +207,9 @@ def _compare_into(report: dict, results, cases: list[dict], settings: dict, mist
     report["passed"] = bool(report["cases"]) and all(c["ok"] for c in report["cases"])
     if not report["passed"] and report["cases"]:
         error_cases = [c["name"] for c in cases if c.get("error_case")]
-        report["mistakes"] = recognise(seen, mistakes, settings, error_cases=error_cases)
+        passed = [c["case"] for c in report["cases"] if c["ok"]]
+        report["mistakes"] = recognise(seen, mistakes, settings, error_cases=error_cases, passed=passed)
+        report["besides"] = besides(seen, [c["case"] for c in report["cases"] if not c["ok"]], report["mistakes"],
+                                    mistakes, settings, error_cases=error_cases)
         report["errors_not_raised"] = errors_not_raised(report["cases"], cases)
         report["unfinished"] = unfinished(seen, error_cases=error_cases)

@@ -165,8 +165,10 @@ def judged(suite: str, versions: dict[str, str]) -> dict[str, dict]:
 
 
 def named(report: dict) -> list[str]:
-    """The names of the known mistakes a report's recognition matched."""
-    return [m["name"] for m in report.get("mistakes", [])]
+    """The names of the known mistakes a report's recognition gave (alternatives included)."""
+    from autograder.recognition import names
+
+    return [n for m in report.get("mistakes", []) for n in names(m)]
 
 
 def recognition_note(suite: str, label: str) -> str:
@@ -207,7 +209,8 @@ def corpus_tests(suite: str, correct: dict[str, str], same_mistakes: dict[str, t
       students write them) earns full marks through the real judge, and is named by no mistake;
     - each mistake of the suite's catalogue (`autograder/mistakes/<suite>.py`) loses them, fails at
       least the cases it names, and is recognised: the judge names it (unless the catalogue marks
-      it not recognisable: outputs no two runs agree on). So is each of
+      it not recognisable: no output of it tells it) and no mistake it does not make (an
+      alternative that no case tells apart from it aside). So is each of
       `same_mistakes` ({label: (mistake name, source)}: the same mistake written another way), which
       shows that recognition is about behaviour, not the code's text.
 
@@ -215,6 +218,7 @@ def corpus_tests(suite: str, correct: dict[str, str], same_mistakes: dict[str, t
     import pytest
 
     from autograder.mistakes import catalogue
+    from autograder.recognition import names
     from autograder.report import format_report
 
     mistakes = catalogue(suite)
@@ -247,6 +251,8 @@ def corpus_tests(suite: str, correct: dict[str, str], same_mistakes: dict[str, t
         if mistakes[mistake].recognisable:
             assert mistake in named(report), \
                 f"{suite}/{label} is not named {mistake} ({recognition_note(suite, mistake)}):\n{format_report(report)}"
+        wrong = [m["name"] for m in report.get("mistakes", []) if mistake not in names(m)]
+        assert not wrong, f"{suite}/{label} is also named {wrong}, a mistake it does not make:\n{format_report(report)}"
 
     return test_correct_version_earns_full_marks, test_mistake_loses_its_points
 
@@ -266,15 +272,17 @@ def many_draws_test(suite: str, correct: dict[str, str], draws: int = 40, named_
     mistakes' float64 runs once), each mistake's signature is
     made as the case generator makes it, and recognition must name each mistake from its own
     outputs, and each of `same_mistakes` (the same mistake written another way) as its mistake;
-    the other mistakes named with one (outputs no case of this draw tells apart) are printed. Mistakes run as in the judge (`autograder.signatures.references_hidden`: a reference
+    no other name may be given to a mistake's outputs but an alternative no case of the draw tells
+    apart from it (printed). Mistakes run as in the judge (`autograder.signatures.references_hidden`: a reference
     the judge hides raises here too). For suites whose cases are cheap to make."""
     import pytest
 
     from autograder.cases import make_suite_cases
     from autograder.compare import compare
     from autograder.mistakes import catalogue
+    from autograder.recognition import names as names_of
     from autograder.recognition import recognise
-    from autograder.signatures import draw_signatures, fails, mistake_results
+    from autograder.signatures import draw_signatures, fails, mistake_results, passed_cases
     from autograder.suite_api import load_suite, run_case, suite_settings
 
     def problems_of(module, fn, case) -> list:
@@ -301,15 +309,21 @@ def many_draws_test(suite: str, correct: dict[str, str], draws: int = 40, named_
             by_name = {case["name"]: case for case in cases}
             if seed < recognised:  # every mistake on every case, its signature, and recognition
                 signatures, results = draw_signatures(suite, module, cases)
+                errors = [case["name"] for case in cases if case.get("error_case")]
                 for label in results:
-                    names = [n["name"] for n in recognise(results[label], signatures, settings)]
-                    if label not in names:
+                    groups = [names_of(m) for m in recognise(results[label], signatures, settings, error_cases=errors,
+                                                             passed=passed_cases(module, results[label], cases))]
+                    if not any(label in g for g in groups):
                         failures.append(f"seed {seed}: mistake {label} is not named from its own outputs")
-                    together |= {tuple(sorted((label, other))) for other in names if other != label}
+                    failures += [f"seed {seed}: mistake {label} is also named {' or '.join(g)}" for g in groups
+                                 if label not in g]
+                    together |= {tuple(sorted((label, other))) for g in groups for other in g if other != label}
                 for label, (name, src) in (same_mistakes or {}).items():
-                    names = [n["name"] for n in recognise(mistake_results(module, src, cases), signatures, settings)]
-                    if name not in names:
-                        failures.append(f"seed {seed}: {label} is not named {name} (named: {names})")
+                    got = mistake_results(module, src, cases)
+                    groups = [names_of(m) for m in recognise(got, signatures, settings, error_cases=errors,
+                                                             passed=passed_cases(module, got, cases))]
+                    if not groups or any(name not in g for g in groups):
+                        failures.append(f"seed {seed}: {label} is not named {name} alone (named: {groups})")
             else:
                 results = {}
             for label, m in mistakes.items():

@@ -84,12 +84,24 @@ def test_nan_inf_shapes_keys_and_exact_values():
 
 
 def test_verdicts_tell_rounding_from_a_wrong_value():
+    """Within ROUNDING_SCALE (4) tolerances a failure is at rounding scale; beyond, far: a wrong
+    masked_whiten 52 tolerances off (error 4.5e-4 where the tolerance was 8.6e-6) is far."""
+    from autograder.compare import ROUNDING_SCALE
+
     x = torch.linspace(0.1, 1.0, 10)
     exp = expect(x, x.double())
+    allowed = exp.atol + exp.rtol * exp.truth.abs()
     assert verdict(compare(x, exp, SETTINGS)) == "pass" and margin(x, exp) < 1
-    assert verdict(compare(x + 1e-5, exp, SETTINGS)) == "rounding"
+    assert verdict(compare(exp.truth + 3.5 * allowed, exp, {"check_dtype": False})) == "rounding"
+    assert verdict(compare((exp.truth + 4.5 * allowed).float(), exp, SETTINGS)) == "far"
+    assert verdict(compare((exp.truth + 52 * allowed).float(), exp, SETTINGS)) == "far"
     assert verdict(compare(x + 0.1, exp, SETTINGS)) == "far"
     assert verdict(compare(x[:3], exp, SETTINGS)) == "wrong"
+    problem = {"where": "'y'", "what": "value", "error": 4.5e-4, "tolerance": 8.6e-6}
+    assert verdict([problem]) == "far" and ROUNDING_SCALE < 4.5e-4 / 8.6e-6
+    text = format_report({"name": "masked_whiten", "kind": "practice", "passed": False, "problem": None,
+                          "cases": [{"case": "c", "ok": False, "verdict": "far", "error": None, "problems": [problem]}]})
+    assert "far from the truth" in text and "rounding" not in text
 
 
 # ---------------------------------------------------------------- what a kernel may read
@@ -118,12 +130,17 @@ def test_recognition_names_what_matches_every_case_of_a_signature_and_nothing_el
 
     wrong = torch.tensor([0.5, 2.0])
     signatures = {"halved": {"sentence": "halves it", "signature": {"c1": {"expected": expect(wrong, wrong.double())},
-                                                                     "c2": {"error": "raised TypeError"}}},
+                                                                     "c2": {"error": "raised TypeError"}},
+                             "returned": ["c1", "c3"]},
                   "empty": {"sentence": "passes this draw", "signature": {}}}
-    same = {"c1": {"outputs": wrong.double().float() + 1e-8}, "c2": {"error": "raised TypeError"}}
-    assert [m["name"] for m in recognise(same, signatures, SETTINGS)] == ["halved"]
-    assert recognise({**same, "c1": {"outputs": wrong + 0.1}}, signatures, SETTINGS) == []
-    assert recognise({**same, "c2": {"error": "raised ValueError"}}, signatures, SETTINGS) == []
+    same = {"c1": {"outputs": wrong.double().float() + 1e-8}, "c2": {"error": "raised TypeError"},
+            "c3": {"outputs": torch.ones(2)}}
+    assert [m["name"] for m in recognise(same, signatures, SETTINGS, passed=["c3"])] == ["halved"]
+    assert recognise({**same, "c1": {"outputs": wrong + 0.1}}, signatures, SETTINGS, passed=["c3"]) == []
+    assert recognise({**same, "c2": {"error": "raised ValueError"}}, signatures, SETTINGS, passed=["c3"]) == []
+    # an error is the mistake's own only where the function behaves as the mistake wherever it returns
+    assert recognise({**same, "c3": {"error": "raised TypeError"}}, signatures, SETTINGS) == []
+    assert recognise(same, signatures, SETTINGS, passed=[]) == []  # it fails c3, which the mistake passes
     stub = {c: {"error": "raised NotImplementedError"} for c in ("c1", "c2")}
     assert recognise(stub, {"stubbed": {"sentence": "", "signature": {c: dict(v) for c, v in stub.items()}}}, SETTINGS) == []
     assert unfinished(stub) and not unfinished(same)
@@ -140,12 +157,47 @@ def test_recognition_names_what_matches_every_case_of_a_signature_and_nothing_el
     assert errors_not_raised([{**entries[0], "ok": False}, entries[1]], cases) == []
     report = {"name": "f", "kind": "hidden", "passed": False, "problem": None, "errors_not_raised": ["error_beta_0"],
               "cases": [{"case": "c1", "ok": False, "verdict": "far", "error": None, "problems": []}],
-              "mistakes": recognise(same, signatures, SETTINGS)}
+              "mistakes": recognise(same, signatures, SETTINGS, passed=["c3"])}
     text = format_report(redact(report))
     assert "known mistake halved: halves it" in text and "these errors are not raised: error_beta_0" in text
     assert "not a known mistake" in format_report(redact({**report, "mistakes": [], "errors_not_raised": []}))
     stubbed = format_report(redact({**report, "mistakes": [], "errors_not_raised": [], "unfinished": True}))
     assert "still a stub" in stubbed and "not a known mistake" not in stubbed
+
+
+def test_recognition_never_names_a_mistake_from_what_a_correct_function_or_any_crash_also_gives():
+    """A case where the mistake's tolerance holds the truth tells nothing (`could_be_correct`); a
+    mistake that raises on every case is never named from its error class (a loss without a graph
+    and an in-place clamp both raise RuntimeError everywhere); and a named function that fails cases
+    its mistake passes is told that its values are wrong in another way too."""
+    from autograder.recognition import besides, recognise
+    from autograder.signatures import could_be_correct
+
+    truth = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    case = expect(truth.float(), truth)
+    lossy = expect((truth + 1e-3).float(), truth)  # a mistake whose float32 run loses 1e-3 to its float64 run
+    assert lossy.atol > 1e-2 and could_be_correct(lossy, case, SETTINGS)
+    assert not could_be_correct(expect((2 * truth).float(), 2 * truth), case, SETTINGS)
+    assert not could_be_correct(expect(truth, truth, eps=torch.finfo(torch.float64).eps), case, SETTINGS)  # a dtype
+    assert could_be_correct(expect(truth, truth, eps=torch.finfo(torch.float64).eps), case, {"check_dtype": False})
+    assert not could_be_correct({"loss": lossy}, case, SETTINGS)  # another structure
+
+    crash = {c: {"error": "raised RuntimeError"} for c in ("c1", "c2")}
+    detached = {"ratio_detached": {"sentence": "no graph", "signature": {c: dict(v) for c, v in crash.items()},
+                                   "returned": []}}
+    assert recognise(crash, detached, SETTINGS) == []
+    partial = {"no_guard": {"sentence": "empty row", "signature": {"c2": {"error": "raised IndexError"}},
+                            "returned": ["c1", "c3"]}}
+    wrong_too = {"c1": {"outputs": torch.zeros(2)}, "c2": {"error": "raised IndexError"}, "c3": {"outputs": torch.ones(2)}}
+    named = recognise(wrong_too, partial, SETTINGS, passed=["c1", "c3"])
+    assert [m["name"] for m in named] == ["no_guard"]
+    assert recognise(wrong_too, partial, SETTINGS, passed=["c3"]) == []  # wrong where the mistake is right
+    assert besides(wrong_too, ["c1", "c2"], named, partial, SETTINGS) == "values"
+    assert besides(wrong_too, ["c2", "c3"], named, partial, SETTINGS, error_cases=["c3"]) == "errors"
+    assert besides(wrong_too, ["c2"], named, partial, SETTINGS) == ""
+    report = {"name": "f", "kind": "hidden", "passed": False, "problem": None, "cases": [], "mistakes": named,
+              "besides": "values"}
+    assert "its values are wrong in another way too" in format_report(redact(report))
 
 
 @pytest.mark.slow

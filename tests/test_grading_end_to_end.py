@@ -66,11 +66,13 @@ KNOWN_MISTAKES_07 = {
 
 @pytest.mark.slow
 def test_known_mistakes_named_end_to_end(tmp_path):
-    """Assignment 07 graded with the solution and three students who each make one catalogued mistake:
-    the grades' rows name each wrong student's mistake in its cell and the honest row names none, the
-    graded notebook's cell says it (what nbgrader's feedback and a Gradescope output show), `make check`
-    on the wrong notebook prints the name and the sentence, and the class report writes its table and
-    figure."""
+    """Assignment 07 graded with the solution, the release's notebook as it is (every graded function
+    a stub) and three students who each make one catalogued mistake: the grades' rows name each wrong
+    student's mistake in its cell and the honest row names none, the graded notebook's cell says it
+    (what nbgrader's feedback and a Gradescope output show), `make check` on the wrong notebook prints
+    the name and the sentence, and the class report counts the stub as not attempted (apart from the
+    attempts, in every row and case rate) and the callers of a wrong helper as "a helper it calls
+    failed", never as their own mistake. It took 844 s at a load average of 25 on two shared cores."""
     from autograder.class_report import class_report
 
     path = next((ROOT / "solutions" / "07").glob("*.ipynb"))
@@ -78,6 +80,9 @@ def test_known_mistakes_named_end_to_end(tmp_path):
     nb = nbformat.read(path, as_version=4)
     (course / "submitted" / "solution" / "07").mkdir(parents=True)
     nbformat.write(nb, course / "submitted" / "solution" / "07" / path.name)
+    (course / "submitted" / "stub" / "07").mkdir(parents=True)
+    release = next((ROOT / "notebooks" / "07").glob("*.ipynb"))
+    nbformat.write(nbformat.read(release, as_version=4), course / "submitted" / "stub" / "07" / path.name)
     for student, (_, solution_id, suite, mistake) in KNOWN_MISTAKES_07.items():
         wrong = nbformat.read(path, as_version=4)
         cell = next(c for c in wrong.cells if c.metadata.get("nbgrader", {}).get("grade_id") == solution_id)
@@ -105,10 +110,21 @@ def test_known_mistakes_named_end_to_end(tmp_path):
     named = catalogue("masked_mean")["mean_including_the_masked_zeros"]
     assert f"known mistake mean_including_the_masked_zeros: {named.sentence}" in check.stdout, check.stdout[-3000:]
 
+    assert saved["stub"]["recognition"]["masked_mean"]["unfinished"] and not any(saved["stub"]["mistakes"].values())
     table, csv_path, png = class_report("07", course)
     text = table.read_text()
     for _, _, suite, mistake in KNOWN_MISTAKES_07.values():
         assert f"| `{suite}` | `{mistake}` | 1 |" in text, text
-    assert "| `masked_mean` | 4 | 3 | 1 | 0 | 0 |" in text, text
+    # function | checked | passed | not attempted | named (and more) | errors only | a helper failed | otherwise
+    assert "| `masked_mean` | 5 | 3 | 1 | 1 (0) | 0 | 0 | 0 |" in text, text
+    assert "| `compute_grpo_clip_loss` | 5 | 2 | 1 | 2 (0) | 0 | 0 | 0 |" in text, text
+    assert "| `compute_policy_gradient_loss` | 5 | 2 | 1 | 0 (0) | 0 | 2 | 0 |" in text, text
+    assert "| `grpo_microbatch_train_step` | 5 | 1 | 1 | 0 (0) | 0 | 3 | 0 |" in text, text
+    # case rates over the 4 attempts: the stub fails every case and counts in none
+    assert "| `masked_mean` | `dim_last_bool_mask_4x7` | 1 | 4 | 25% | 1 | 0 | 0 |" in text, text
     assert csv_path.read_text().startswith("table,function,item,count,of") and png.stat().st_size > 10_000
+    from PIL import Image
+
+    width, height = Image.open(png).size
+    assert width == 1100 and height <= 1600, (width, height)
     print(text)

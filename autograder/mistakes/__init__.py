@@ -43,14 +43,17 @@ class Mistake:
         the response tokens"); shown beside the name when the judge recognises the mistake.
     source: a notebook cell's source defining the graded function with this mistake (grader-only).
     cases: the hidden cases it must fail on every draw (the tests hold it to them).
-    recognisable: whether recognition can name it from its outputs; False only for a mistake whose
-        wrong outputs are not reproducible (memory left uninitialised holds whatever it held), which
-        the judge then never names (it still loses its points)."""
+    recognisable: whether recognition can name it from its outputs; False for a mistake whose wrong
+        outputs are not reproducible (memory left uninitialised holds whatever it held), for one that
+        fails only where its own rounding holds the truth (no case tells it from a correct function:
+        `autograder.signatures`), and for one that raises on every case asking for no error (an
+        exception's class, or the tripwire, is no evidence of this mistake: `autograder.recognition`).
+        The judge never names it (it still loses its points)."""
 
     sentence: str
     source: str
     cases: list[str] = field(default_factory=list)
-    recognisable: bool = True  # False where the outputs are not reproducible (uninitialised memory)
+    recognisable: bool = True  # False where no output tells it (see above)
 
 
 class CatalogueError(ValueError):

@@ -139,5 +139,8 @@ MISTAKES = {
         "calls course_lib's render_conversation, which is yours to write in this notebook",
         edited(BASE, ("    import torch\n", "    import torch\n    from course_lib import render_conversation\n"),
                                                           (PROMPT, "prompt = render_conversation(messages[:-1], template, thinking)")),
-        ["course_default_single_turn", "qwen3_default_generated_think"]),
+        ["course_default_single_turn", "qwen3_default_generated_think"],
+        # it calls the reference on every case that asks for no error: the judge says so on each case,
+        # and an error code alone is no evidence of this mistake, so recognition cannot name it
+        recognisable=False),
 }

@@ -18,7 +18,10 @@ MISTAKES = {
                 return x.sum(-1)
             return torch.distributions.Categorical(logits=x).entropy()
     """,
-        ["shifted_by_1e4_4x300"]),
+        ["shifted_by_1e4_4x300"],
+        # it fails only where its own float32 rounding holds the truth (its float64 run is exact): a function
+        # right there matches it, so no case tells it from a correct one (autograder.signatures)
+        recognisable=False),
     "log_of_softmax": Mistake(
         "takes log(softmax(x)) in float32, which gives log(0) = -inf and 0 * -inf = NaN where a probability underflows",
         """
@@ -47,7 +50,10 @@ MISTAKES = {
             z = logits.to(torch.promote_types(logits.dtype, torch.float32))
             return torch.logsumexp(z, -1) - (torch.softmax(z, -1) * z).sum(-1)
     """,
-        ["shifted_by_1e4_4x300"]),
+        ["shifted_by_1e4_4x300"],
+        # it fails only where its own float32 rounding holds the truth (its float64 run is exact): a function
+        # right there matches it, so no case tells it from a correct one (autograder.signatures)
+        recognisable=False),
     "no_upcast_of_half_precision": Mistake(
         "computes in bfloat16 or float16 as given instead of upcasting to float32 first",
         """

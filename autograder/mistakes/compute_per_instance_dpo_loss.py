@@ -100,7 +100,10 @@ MISTAKES = {
         edited(BASE, ("policy = sequence_log_probs(lm, ",
                                                      "with torch.no_grad():\n"
                                                      "            policy = sequence_log_probs(lm, ")),
-        ["policy_equals_reference_first_step", "gold_vs_changed_answer_beta_0.1"]),
+        ["policy_equals_reference_first_step", "gold_vs_changed_answer_beta_0.1"],
+        # it raises on every case that asks for no error (RuntimeError in backward: no graph):
+        # an exception's class alone is no evidence of this mistake, so recognition cannot name it
+        recognisable=False),
     # the reference frozen quietly instead of refused
     "reference_frozen_instead_of_refused": Mistake(
         "freezes a reference that requires gradients instead of raising ValueError",

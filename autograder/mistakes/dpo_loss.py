@@ -101,7 +101,10 @@ MISTAKES = {
     "policy_detached": Mistake(
         "detaches the policy's log-probs too, so no gradient reaches the model",
         edited(BASE, ("margins = chosen - rejected", "margins = (chosen - rejected).detach()")),
-        RANDOM),
+        RANDOM,
+        # it raises on every case that asks for no error (RuntimeError in backward: no graph):
+        # an exception's class alone is no evidence of this mistake, so recognition cannot name it
+        recognisable=False),
     "always_float32": Mistake(
         "computes the loss in float32 always: float64 log-probs must give float64",
         edited(BASE, ("margins = chosen - rejected", "margins = (chosen - rejected).float()")),

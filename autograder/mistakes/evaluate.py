@@ -107,7 +107,10 @@ MISTAKES = {
     "rollouts_replaced_by_texts": Mistake(
         "returns the response texts where the rollouts themselves are asked",
         edited(EVAL_BASE, ('return {"rollouts": rollouts,', 'return {"rollouts": [r.text for r in rollouts],')),
-        ["one_prompt"]),
+        ["one_prompt"],
+        # it raises on every case that asks for no error (AttributeError):
+        # an exception's class alone is no evidence of this mistake, so recognition cannot name it
+        recognisable=False),
     # the total reward decides the category: a well-formatted wrong answer becomes format_wrong
     "category_from_the_total_reward": Mistake(
         "decides format_wrong from the total reward, so a well-formatted wrong answer becomes format_wrong",

@@ -122,5 +122,8 @@ MISTAKES = {
             reasoning, answer = split_reasoning(completion, prefilled)
             return 1.0 if reasoning is not None and answer else 0.0
     """,
-        ["prefilled_well_formed", "generated_well_formed"]),
+        ["prefilled_well_formed", "generated_well_formed"],
+        # it calls the reference on every case that asks for no error: the judge says so on each case,
+        # and an error code alone is no evidence of this mistake, so recognition cannot name it
+        recognisable=False),
 }
