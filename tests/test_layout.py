@@ -125,3 +125,29 @@ def test_every_module_imports():
         if name.endswith(("vllm_engine", "__main__")):  # vLLM is optional; __main__ runs the CLI
             continue
         importlib.import_module(name)
+
+
+def contract_rows() -> list[tuple[str, list[str]]]:
+    """(name, its parameters as the README's contract table writes them) for every row."""
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    table = readme.split("### The contract", 1)[1].split("\n\n| name |", 1)[1].split("\n\n", 1)[0]
+    rows = []
+    for line in table.splitlines()[2:]:
+        names, signature = (cell.strip() for cell in line.split(" | ", 2)[:2])
+        params = [p.strip().replace('"', "'") for p in signature[1:signature.index(")")].split(",")]
+        rows += [(name.strip("| "), params) for name in names.split(",")]
+    return rows
+
+
+def test_the_readme_contract_table_matches_the_code():
+    import inspect
+
+    import course_lib
+
+    rows = contract_rows()
+    assert len(rows) >= 24, rows
+    for name, params in rows:
+        function = getattr(course_lib, name)
+        got = [p.name if p.default is inspect.Parameter.empty else f"{p.name}={p.default!r}"
+               for p in inspect.signature(function).parameters.values()]
+        assert got == params, f"README's contract row for {name}: {params}, the code: {got}"
