@@ -3,7 +3,8 @@
 Every `# %% [solution] MODULE:NAME ...` header of `lessons/NN_*.py` makes NAME graded in
 assignment NN: functions, classes (e.g. `course_lib.logprobs:_SelectedLogProb`) and constants
 (e.g. `course_lib.gsm8k:_FINAL_ANSWER`). Nothing else is a list to keep in sync: the student kit,
-the judge and the tests all ask `registry()`.
+the judge and the tests all ask `registry()`, through `autograder.student_view`, which adds the
+twins of the graded functions (other functions of the library that compute the same).
 
 An assignment is *open* for a kit or a grading run of assignment NN when it is NN or later: its
 graded names are stubs there (the deadline of an earlier assignment has passed, so its reference
@@ -38,6 +39,7 @@ class Graded:
     assignment: str  # "01"
     module: str  # "course_lib.gsm8k"
     name: str  # "extract_gsm8k_answer"
+    twin_of: str = ""  # a twin of a graded name (`autograder.student_view`): the graded name it computes
 
     @property
     def ref(self) -> str:
