@@ -39,5 +39,6 @@ secret seed into the git-ignored `autograder/hidden/`), `.release` (notebooks/ f
 (their feedback HTML), `.kit ASSIGNMENT --out DIR` (a student kit), `.practice NN` (`make check`),
 `.gradescope build ASSIGNMENT --out DIR` (the assignment's Gradescope autograder zip; its `run` and
 `prepare` are what the zip's run_autograder and setup.sh call);
-`.class_report ASSIGNMENT --course DIR` (what a graded class got wrong: a table and a figure).
+`.class_report ASSIGNMENT --course DIR` (what a graded class got wrong: a table and a figure),
+`.twins [NN ...]` (the twin check).
 """

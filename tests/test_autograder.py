@@ -449,7 +449,7 @@ def test_copies_never_follow_links_and_are_bounded(tmp_path):
 
 
 # ---------------------------------------------------------------- layout of the autograder
-COMMANDS = ("make_cases", "grade", "feedback", "release", "kit", "practice", "gradescope", "class_report")
+COMMANDS = ("make_cases", "grade", "feedback", "release", "kit", "practice", "gradescope", "class_report", "twins")
 
 
 def test_no_autograder_module_imports_a_command_module():
