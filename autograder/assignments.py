@@ -19,6 +19,7 @@ A Gradescope autograder ships no lessons: its `autograder/registry.json` (SNAPSH
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
@@ -55,10 +56,17 @@ def snapshot(lessons: Path = LESSONS) -> dict | None:
 
 
 def registry(lessons: Path = LESSONS) -> list[Graded]:
-    """Every graded name of every lesson, in lesson order."""
+    """Every graded name of every lesson, in lesson order (read again when a lesson file changes)."""
     frozen = snapshot(lessons)
     if frozen is not None:
         return [Graded(*g) for g in frozen["graded"]]
+    stamp = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in lesson_files(lessons))
+    return list(_registry(Path(lessons), stamp))
+
+
+@functools.lru_cache(maxsize=16)
+def _registry(lessons: Path, stamp: tuple) -> tuple[Graded, ...]:
+    """`registry` of the lesson files whose names, times and sizes are `stamp` (the cache's key)."""
     out: list[Graded] = []
     seen: dict[str, str] = {}
     for lesson in lesson_files(lessons):
@@ -73,7 +81,7 @@ def registry(lessons: Path = LESSONS) -> list[Graded]:
                 if name not in seen:
                     seen[name] = assignment
                     out.append(Graded(assignment, module, name))
-    return out
+    return tuple(out)
 
 
 def assignments(lessons: Path = LESSONS) -> list[str]:

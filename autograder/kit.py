@@ -85,6 +85,12 @@ def practice_cases(suite: str, seed: int) -> dict:
     return _PRACTICE[(suite, seed)]
 
 
+def write_course_lib(dest: Path, assignment: str) -> Path:
+    """Write `dest/course_lib`, the kit's library: the names `student_view.stubbed(assignment)` names
+    stubbed (the graded names of NN and later, their twins). Returns that folder."""
+    return write_stubbed(dest, stubbed(assignment), COURSE_LIB)
+
+
 def kit_requirements() -> str:
     lines = []
     for line in (REPO_ROOT / "requirements-cpu.txt").read_text(encoding="utf-8").splitlines():
@@ -111,7 +117,7 @@ def build_kit(assignment: str, out: Path, seed: int | None = None, make_zip: boo
     out.mkdir(parents=True)
     for a in included:
         shutil.copytree(NOTEBOOKS / a, out / "notebooks" / a, ignore=IGNORE)
-    write_stubbed(out, stubbed(assignment), COURSE_LIB)
+    write_course_lib(out, assignment)
     shutil.copytree(REPO_ROOT / "data", out / "data", ignore=IGNORE)
     shutil.copytree(REPO_ROOT / "configs", out / "configs", ignore=IGNORE)
     # the autograder of `make check`: no suites, no hidden cases, no grading command
@@ -185,7 +191,7 @@ def _public_text(assignment: str, harnesses: bool = True) -> str:
                     source = (REPO_ROOT / "autograder" / "suites" / f"{suite}.py").read_text(encoding="utf-8")
                     parts.append(harness_source(source))
     with tempfile.TemporaryDirectory() as tmp:
-        stub = write_stubbed(Path(tmp), stubbed(assignment), COURSE_LIB)
+        stub = write_course_lib(Path(tmp), assignment)
         parts += [p.read_text(encoding="utf-8") for p in sorted(stub.rglob("*.py"))]
     for a in assignments():
         if a <= assignment:

@@ -36,12 +36,12 @@ from .assignments import REPO_ROOT
 NEAR = 0.75  # a near twin passes at least this share of the cases
 CALL_SECONDS = 20.0  # one call of a candidate on one case
 SCAN_SECONDS = 900  # one assignment's scan
-# modules whose functions start processes or servers, write files, or run whole commands and trainings: not
-# run (what they compute is read: student_view.TWINS)
+# modules whose functions start processes or servers, write files, run notebooks or whole commands: not run
+# (what they compute is read: student_view.TWINS)
 SKIPPED = ("course_lib.training.cli", "course_lib.training.demo", "course_lib.training.__main__",
            "course_lib.training.checkpoint", "course_lib.training.plots", "course_lib.rollouts.vllm_server",
            "course_lib.rollouts.vllm_engine", "course_lib.rollouts.vllm_worker_ext", "course_lib.world.tokenizer_build",
-           "course_lib.world.stand_in")
+           "course_lib.world.stand_in", "course_lib.selfcheck")
 SKIPPED_NAMES = ("main",)
 
 
