@@ -22,9 +22,13 @@ Running student code:
   code may see of all this (the kernel side and each suite's harness).
 - `sandbox`: the bubblewrap sandbox, built from what it needs; `limits`: time, memory and process
   limits over a submission's processes together; `safe_files`: link-proof, bounded copies;
-  `stubs`: a `course_lib` whose graded names of the open assignments raise NotImplementedError.
+  `stubs`: a `course_lib` whose graded names of the open assignments (and their twins) raise
+  NotImplementedError.
 - `assignments`: which graded name belongs to which assignment and which suites a notebook
   calls; `lesson_format`: the lesson grammar (one parser); `course_folder`: nbgrader folders.
+- `student_view`: what a student of each assignment sees of `course_lib`, declared once: the twins
+  of the graded functions (other functions that compute them) and how each is handled; the stubs,
+  the runner's tripwire and `signatures.references_hidden` are made from it.
 - `lms`: the grades as Canvas's gradebook imports them, nbgrader's student ids mapped by a roster.
 - `gradescope_run`: what a Gradescope autograder does per submission (find the notebook, run the
   grading command, results.json); `gradescope_results`: results.json and a checker of its format.
@@ -35,5 +39,6 @@ secret seed into the git-ignored `autograder/hidden/`), `.release` (notebooks/ f
 (their feedback HTML), `.kit ASSIGNMENT --out DIR` (a student kit), `.practice NN` (`make check`),
 `.gradescope build ASSIGNMENT --out DIR` (the assignment's Gradescope autograder zip; its `run` and
 `prepare` are what the zip's run_autograder and setup.sh call);
-`.class_report ASSIGNMENT --course DIR` (what a graded class got wrong: a table and a figure).
+`.class_report ASSIGNMENT --course DIR` (what a graded class got wrong: a table and a figure),
+`.twins [NN ...]` (the twin check).
 """

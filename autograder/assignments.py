@@ -3,7 +3,8 @@
 Every `# %% [solution] MODULE:NAME ...` header of `lessons/NN_*.py` makes NAME graded in
 assignment NN: functions, classes (e.g. `course_lib.logprobs:_SelectedLogProb`) and constants
 (e.g. `course_lib.gsm8k:_FINAL_ANSWER`). Nothing else is a list to keep in sync: the student kit,
-the judge and the tests all ask `registry()`.
+the judge and the tests all ask `registry()`, through `autograder.student_view`, which adds the
+twins of the graded functions (other functions of the library that compute the same).
 
 An assignment is *open* for a kit or a grading run of assignment NN when it is NN or later: its
 graded names are stubs there (the deadline of an earlier assignment has passed, so its reference
@@ -18,6 +19,7 @@ A Gradescope autograder ships no lessons: its `autograder/registry.json` (SNAPSH
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
@@ -38,6 +40,7 @@ class Graded:
     assignment: str  # "01"
     module: str  # "course_lib.gsm8k"
     name: str  # "extract_gsm8k_answer"
+    twin_of: str = ""  # a twin of a graded name (`autograder.student_view`): the graded name it computes
 
     @property
     def ref(self) -> str:
@@ -53,10 +56,17 @@ def snapshot(lessons: Path = LESSONS) -> dict | None:
 
 
 def registry(lessons: Path = LESSONS) -> list[Graded]:
-    """Every graded name of every lesson, in lesson order."""
+    """Every graded name of every lesson, in lesson order (read again when a lesson file changes)."""
     frozen = snapshot(lessons)
     if frozen is not None:
         return [Graded(*g) for g in frozen["graded"]]
+    stamp = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in lesson_files(lessons))
+    return list(_registry(Path(lessons), stamp))
+
+
+@functools.lru_cache(maxsize=16)
+def _registry(lessons: Path, stamp: tuple) -> tuple[Graded, ...]:
+    """`registry` of the lesson files whose names, times and sizes are `stamp` (the cache's key)."""
     out: list[Graded] = []
     seen: dict[str, str] = {}
     for lesson in lesson_files(lessons):
@@ -71,7 +81,7 @@ def registry(lessons: Path = LESSONS) -> list[Graded]:
                 if name not in seen:
                     seen[name] = assignment
                     out.append(Graded(assignment, module, name))
-    return out
+    return tuple(out)
 
 
 def assignments(lessons: Path = LESSONS) -> list[str]:

@@ -6,9 +6,11 @@ writes DIR/ and DIR.zip:
 
     README.md Makefile requirements.txt pyproject.toml    the kit's own (make setup, make lab, make check)
     notebooks/01 .. notebooks/NN     the release notebooks up to NN (from notebooks/)
-    course_lib/                      every graded name of assignment NN or later a stub raising
-                                     NotImplementedError that names its notebook (autograder.stubs);
-                                     the references of earlier assignments stay (their deadlines passed)
+    course_lib/                      every graded name of assignment NN or later, and every twin of
+                                     one (another function that computes it), a stub raising
+                                     NotImplementedError that names its notebook (autograder.stubs,
+                                     from autograder.student_view); the references of earlier
+                                     assignments stay (their deadlines passed)
     data/ configs/                   the tiny world and the training configurations
     jupyter_config/                  the settings `make lab` starts JupyterLab with (no nbgrader panels, no news)
     practice/MM/<suite>.pt           practice cases of notebooks MM <= NN: inputs drawn with the public
@@ -22,9 +24,10 @@ writes DIR/ and DIR.zip:
                                      `call` and settings without `make_inputs`
 
 and nothing else: no solutions/, lessons/, suites, hidden cases, tests or git history.
-`leaks(path, assignment)` lists every line of a reference body of an open assignment, or of a
-catalogued mistake's code, found in a kit folder or zip (notebooks read cell by cell, zips and
-torch files member by member); a test builds the kit of every assignment and requires none.
+`leaks(path, assignment)` lists every line of a reference body of an open assignment (a stubbed
+twin's too), or of a catalogued mistake's code, found in a kit folder or zip (notebooks read cell
+by cell, zips and torch files member by member); a test builds the kit of every assignment and
+requires none.
 """
 
 from __future__ import annotations
@@ -41,8 +44,9 @@ from pathlib import Path
 
 import nbformat
 
-from .assignments import REPO_ROOT, assignments, open_names
+from .assignments import REPO_ROOT, assignments
 from .harness import PRACTICE_SIDE, harness_source, write_kernel_side
+from .student_view import stubbed
 from .stubs import COURSE_LIB, IGNORE, module_path, write_stubbed
 
 TEMPLATES = Path(__file__).resolve().parent / "kit_template"
@@ -82,6 +86,12 @@ def practice_cases(suite: str, seed: int) -> dict:
     return _PRACTICE[(suite, seed)]
 
 
+def write_course_lib(dest: Path, assignment: str) -> Path:
+    """Write `dest/course_lib`, the kit's library: the names `student_view.stubbed(assignment)` names
+    stubbed (the graded names of NN and later, their twins). Returns that folder."""
+    return write_stubbed(dest, stubbed(assignment), COURSE_LIB)
+
+
 def kit_requirements() -> str:
     lines = []
     for line in (REPO_ROOT / "requirements-cpu.txt").read_text(encoding="utf-8").splitlines():
@@ -108,7 +118,7 @@ def build_kit(assignment: str, out: Path, seed: int | None = None, make_zip: boo
     out.mkdir(parents=True)
     for a in included:
         shutil.copytree(NOTEBOOKS / a, out / "notebooks" / a, ignore=IGNORE)
-    write_stubbed(out, open_names(assignment), COURSE_LIB)
+    write_course_lib(out, assignment)
     shutil.copytree(REPO_ROOT / "data", out / "data", ignore=IGNORE)
     shutil.copytree(REPO_ROOT / "configs", out / "configs", ignore=IGNORE)
     shutil.copytree(REPO_ROOT / "jupyter_config", out / "jupyter_config", ignore=IGNORE)  # `make lab`'s settings
@@ -183,7 +193,7 @@ def _public_text(assignment: str, harnesses: bool = True) -> str:
                     source = (REPO_ROOT / "autograder" / "suites" / f"{suite}.py").read_text(encoding="utf-8")
                     parts.append(harness_source(source))
     with tempfile.TemporaryDirectory() as tmp:
-        stub = write_stubbed(Path(tmp), open_names(assignment), COURSE_LIB)
+        stub = write_course_lib(Path(tmp), assignment)
         parts += [p.read_text(encoding="utf-8") for p in sorted(stub.rglob("*.py"))]
     for a in assignments():
         if a <= assignment:
@@ -194,12 +204,12 @@ def _public_text(assignment: str, harnesses: bool = True) -> str:
 
 
 def secret_lines(assignment: str, harnesses_public: bool = True, mistakes: bool = True) -> set[str]:
-    """Lines of the reference bodies of the open assignments of `assignment` and, unless
-    `mistakes=False`, of the code of every catalogued mistake (`mistake_lines`), that nothing public
-    shows (a line found anywhere in the public text, e.g. `optimizer.step()` in a docstring, is
-    no secret)."""
+    """Lines of the reference bodies of the open assignments of `assignment` (and of their stubbed
+    twins) and, unless `mistakes=False`, of the code of every catalogued mistake (`mistake_lines`),
+    that nothing public shows (a line found anywhere in the public text, e.g. `optimizer.step()` in
+    a docstring, is no secret)."""
     by_module: dict[str, dict[str, str]] = {}
-    for g in open_names(assignment):
+    for g in stubbed(assignment):
         by_module.setdefault(g.module, {})[g.name] = g.assignment
     lines = set()
     for module, names in by_module.items():
@@ -301,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"wrote {out}" + ("" if args.no_zip else f" and {out.with_suffix('.zip')}") +
           f": notebooks {', '.join(sorted(p.name for p in (out / 'notebooks').iterdir()))}, "
-          f"stubs for {', '.join(g.name for g in open_names(assignment))}; no reference line of an open assignment "
+          f"stubs for {', '.join(g.name for g in stubbed(assignment))}; no reference line of an open assignment "
           "or line of a mistake's code")
     return 0
 

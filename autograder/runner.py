@@ -17,9 +17,10 @@ time, not an interpreter's start, and still runs in a process of its own.
 It never sees expected values, and while grading it runs where the references of the open
 assignments do not exist: its `course_lib` is a stubbed copy (`autograder.stubs`, bound over the
 repository's by the sandbox). The tripwire stays for runs without the sandbox: before the
-student's function is unpickled, every `course_lib` name in the tripwire is replaced by a
-function that records the call and raises, so a function that merely delegates to the reference
-gets no credit even if it catches the error. Anything the student's code prints goes to stderr,
+student's function is unpickled, every `course_lib` name in the tripwire (the suite's TRIPWIRE and
+the released functions that compute its graded function: `autograder.student_view.tripwire`) is
+replaced by a function that records the call and raises, so a function that merely delegates to
+the reference gets no credit even if it catches the error. Anything the student's code prints goes to stderr,
 which the judge discards.
 """
 

@@ -2,14 +2,14 @@
 
 When a suite's cases are made (`autograder.cases.make_suite_cases`), each mistake of its
 catalogue (`autograder.mistakes`) runs on every case as a student's function runs in the judge:
-where the references of the open assignments are stubs and the suite's tripwire names trip
-(`references_hidden`). Its *signature* is the cases it fails against the truth that tell it from
-a correct function. On each of them its outputs become an expected tree made the way the truth's
-is (`autograder.compare.expected_tree` of the mistake in float64 against its own run in the case's
-precision, and against its runs with another thread count and, for a training step, on inputs
-moved by one unit: a tolerance for its own rounding), so that a student who makes the same
-mistake with other rounding still matches; an error (a raised exception, the tripwire) is kept as
-the judge's error code.
+where the references of the open assignments and their twins are stubs and the suite's tripwire
+names trip (`references_hidden`, from `autograder.student_view`). Its *signature* is the cases it
+fails against the truth that tell it from a correct function. On each of them its outputs become
+an expected tree made the way the truth's is (`autograder.compare.expected_tree` of the mistake in
+float64 against its own run in the case's precision, and against its runs with another thread
+count and, for a training step, on inputs moved by one unit: a tolerance for its own rounding), so
+that a student who makes the same mistake with other rounding still matches; an error (a raised
+exception, the tripwire) is kept as the judge's error code.
 
 A case the mistake fails does not tell it from a correct function when the two trees overlap:
 some output within the truth's tolerance is also within the mistake's (`could_be_correct`: every
@@ -53,34 +53,32 @@ class ReferenceCalled(RuntimeError):
     """A mistake called a reference the judge's runner would have tripped on."""
 
 
-def hidden_names(suite: ModuleType) -> tuple[frozenset[str], frozenset[str]]:
-    """(stubbed, tripwire): the course_lib names a student's function finds stubbed in the judge
-    (`autograder.stubs.stub_for_suite`: every graded name of the suite's assignment and later) and
-    those the runner's tripwire replaces (`autograder.runner.install_tripwire`)."""
-    from .suite_api import suite_settings
-
-    return _hidden_names(suite.GRADED, tuple(suite_settings(suite)["tripwire"]))
+def hidden_names(suite: ModuleType) -> tuple[tuple, tuple[str, ...]]:
+    """(stubbed, tripwire) of `student_view.suite_view(suite)`: the `Graded` entries the judge's
+    stubbed course_lib stubs for a runner of the suite (`autograder.stubs.stub_for_suite`) and the
+    names the runner's tripwire replaces (`autograder.runner.install_tripwire`)."""
+    return _hidden_names(suite)
 
 
 @functools.lru_cache(maxsize=None)
-def _hidden_names(graded: str, tripwire: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str]]:
-    from .assignments import assignment_of, open_names
+def _hidden_names(suite: ModuleType) -> tuple[tuple, tuple[str, ...]]:
+    from .student_view import suite_view
 
-    own = assignment_of(graded)
-    stubbed = {g.name for g in open_names(own)}
-    if own is None:  # no lesson grades it yet: its own name and tripwire are stubs too
-        stubbed |= {graded, *tripwire}
-    return frozenset(stubbed), frozenset(tripwire)
+    stubbed, tripwire = suite_view(suite)
+    return tuple(stubbed), tuple(tripwire)
 
 
 @contextmanager
 def references_hidden(suite: ModuleType):
-    """Within: the course_lib names of `hidden_names(suite)` replaced in every loaded course_lib
-    module as the judge's runner finds them (a tripwire name raises ReferenceCalled and is recorded
-    in the yielded list; a stubbed function raises NotImplementedError; a stubbed constant is None).
-    Graded classes are left as they are (no catalogued mistake uses one). Restored on exit. What the
-    code run within prints or warns is dropped, as the judge drops a student's output."""
+    """Within: `hidden_names(suite)` in force in every loaded course_lib module, as the judge's runner
+    finds them: each stubbed function (a graded one or a twin), under its own name and every alias
+    of it, raises NotImplementedError, a stubbed constant is None (the modules that define them are
+    imported first, as the stubbed copy holds them); each tripwire name raises ReferenceCalled and
+    is recorded in the yielded list. Graded classes are left as they are (no catalogued mistake uses
+    one). Restored on exit. What the code run within prints or warns is dropped, as the judge drops
+    a student's output."""
     import contextlib
+    import importlib
     import io
     import warnings
 
@@ -89,6 +87,10 @@ def references_hidden(suite: ModuleType):
     stubbed, tripwire = hidden_names(suite)
     tripped: list[str] = []
     saved = []
+    targets = {}  # id of each stubbed object -> (its name, the object), found where it is defined
+    for g in stubbed:
+        obj = vars(importlib.import_module(g.module))[g.name]
+        targets[id(obj)] = (g.name, obj)
 
     def stand_in(name: str, obj):
         if name in tripwire:
@@ -107,10 +109,11 @@ def references_hidden(suite: ModuleType):
     modules = [m for key, m in list(sys.modules.items()) if key == "course_lib" or key.startswith("course_lib.")]
     try:
         for module in modules:
-            for name in stubbed | tripwire:
-                if name in vars(module):
-                    saved.append((module, name, vars(module)[name]))
-                    setattr(module, name, stand_in(name, vars(module)[name]))
+            for attr, value in list(vars(module).items()):
+                hit = targets.get(id(value))
+                if attr in tripwire or (hit is not None and hit[1] is value):
+                    saved.append((module, attr, value))
+                    setattr(module, attr, stand_in(attr if attr in tripwire else hit[0], value))
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
             yield tripped

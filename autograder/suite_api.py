@@ -13,7 +13,8 @@ Optional settings:
 
 - CHECK_DTYPE (default True): a tensor of another dtype than the reference's fails.
 - TIMEOUT: seconds for all cases of the suite in the student's process (default 120).
-- TRIPWIRE: course_lib names the student's function must not call (default [GRADED]).
+- TRIPWIRE: course_lib names the student's function must not call (default [GRADED]); the runner
+  trips on them and on the graded function's "tripwire" twins (`autograder.student_view.tripwire`).
 - PERTURB: True to carry the rounding of the inputs through the reference into the tolerance
   (`autograder.cases.perturb`; for the training steps).
 - WARM: modules a judge runner started ahead of the call imports while it waits (its cases'
@@ -84,10 +85,12 @@ def load_suite(name: str, package: str = SUITES) -> ModuleType:
 
 
 def suite_settings(suite: ModuleType) -> dict:
+    from .student_view import tripwire
+
     return {
         "check_dtype": bool(getattr(suite, "CHECK_DTYPE", True)),
         "timeout": float(getattr(suite, "TIMEOUT", DEFAULT_TIMEOUT)),
-        "tripwire": list(getattr(suite, "TRIPWIRE", [suite.GRADED])),
+        "tripwire": tripwire(suite),  # the suite's TRIPWIRE and its graded function's tripwire twins
         "warm": list(getattr(suite, "WARM", ())),
     }
 

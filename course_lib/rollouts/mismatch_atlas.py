@@ -21,22 +21,36 @@ import torch
 
 from ..logprobs import get_response_log_probs
 from ..mismatch import mismatch_report, sampler_log_probs
+from ..tokenization import tokenize_prompt_and_output
+
+
+class _Tokenized:
+    """A tokenizer for text that is token ids already: `tokenize_prompt_and_output` batches them as it
+    batches what a tokenizer gives."""
+
+    def __init__(self, pad: int):
+        self.pad_token_id = pad
+
+    def __call__(self, texts: list[list[int]], add_special_tokens: bool = False) -> dict:
+        return {"input_ids": [list(ids) for ids in texts]}
 
 
 def batch_of(prompt_ids: list[list[int]], response_ids: list[list[int]], pad: int, extra: int = 0) -> dict:
     """The trainer's batch of prompt + response ids, right-padded with `extra` more pad columns:
     input_ids and labels (B, T), labels the inputs shifted by one; response_mask (B, T) bool, True
-    on the labels that are response tokens. Every response must hold a token."""
+    on the labels that are response tokens. Every response must hold a token.
+
+    The batch is `tokenize_prompt_and_output`'s (notebook 01) of the ids as they are: the trainer's
+    own padding, shift and mask, never a copy of them."""
     if any(not r for r in response_ids):
         raise ValueError("batch_of: an empty response has no token to score")
-    full = [p + r for p, r in zip(prompt_ids, response_ids)]
-    width = max(len(f) for f in full) - 1 + extra
-    ids = torch.full((len(full), width + 1), pad, dtype=torch.long)
-    mask = torch.zeros(len(full), width, dtype=torch.bool)
-    for i, (f, p) in enumerate(zip(full, prompt_ids)):
-        ids[i, : len(f)] = torch.tensor(f)
-        mask[i, len(p) - 1 : len(f) - 1] = True
-    return {"input_ids": ids[:, :-1], "labels": ids[:, 1:], "response_mask": mask}
+    batch = tokenize_prompt_and_output(prompt_ids, response_ids, _Tokenized(pad))
+    if not extra:
+        return batch
+    rows = len(prompt_ids)
+    full = torch.cat([batch["input_ids"], batch["labels"][:, -1:], torch.full((rows, extra), pad, dtype=torch.long)], 1)
+    mask = torch.cat([batch["response_mask"], torch.zeros(rows, extra, dtype=torch.bool)], 1)
+    return {"input_ids": full[:, :-1], "labels": full[:, 1:], "response_mask": mask}
 
 
 @torch.no_grad()

@@ -15,7 +15,8 @@
 `update_fn` defaults to `course_lib.training.grpo_update.packed_grpo_train_step`: the graded
 `course_lib.grpo.grpo_train_step` (notebook 09) with the rows of advantage exactly 0 left out
 and the rest packed by length, the same update to float rounding (a test holds the two equal
-parameter for parameter). Notebook 09 passes the student's plain `grpo_train_step`. The
+parameter for parameter). Notebook 09 passes the student's plain `grpo_train_step`; where the
+packed update is a stub (a student kit while notebook 09 is open) the plain loop runs in its place. The
 advantage, log-prob, micro-batch step and tokenize functions are injectable too (notebook 09
 passes the student's own) and default to the course's reference implementations.
 
@@ -68,7 +69,7 @@ from .checkpoint import restore_checkpoint
 from .common import (RunLog, TrainResult, check_finite, data_indices, eval_examples_for, frozen_copy, load_records,
                      make_optimizer, make_scheduler, resolve_config, run_eval)
 from .config import GRPOConfig
-from .grpo_update import CorrectedStep, check_correction, packed_grpo_train_step
+from .grpo_update import CorrectedStep, check_correction, packed_grpo_train_step, plain_where_stubbed
 from .kl_penalty import k1_shaped_rewards, loss_term, update_kl_arguments
 from .models import TemperatureScaled, load_model_and_tokenizer, set_seed
 
@@ -477,6 +478,7 @@ def train_grpo(
     `load_state_dict`: `ppo_trainer.train_ppo` passes its critic's update), checkpointed and resumed with the run."""
     cfg = resolve_config("grpo", config, overrides)
     check_batch_sizes(cfg)
+    update_fn = plain_where_stubbed(update_fn)  # a student kit of notebook 09: the plain loop, not the packed stub
     set_seed(cfg.seed)
     model, tokenizer = _policy(cfg, model, tokenizer)
     questions = grpo_questions(cfg, train_data)

@@ -27,6 +27,10 @@ less work:
 `tests/test_grpo_update.py` holds it equal to `grpo_train_step`, parameter for parameter in
 float64, for every loss type, with rows of weight 0, a KL term and an all-skipped step.
 
+Being the graded update, packed, it is a *twin* of `grpo_train_step` (`autograder.student_view`):
+a student kit, and the grader's sandbox, stub it while notebook 09 is open, and the trainer then
+runs the plain loop in its place (`plain_where_stubbed`).
+
 **The mismatch correction** (notebook 15) is a micro-batch step, `CorrectedStep`: passed as
 `train_step_fn`, it trains the graded `corrected_grpo_loss` (importance weights between the
 trainer's old log-probs and the sampler's) instead of the plain loss. The rollout batch then
@@ -43,7 +47,7 @@ from typing import Callable
 
 import torch
 
-from ..grpo import _check_rollout_batch, _k3_per_token, grpo_microbatch_train_step, slice_micro_batch
+from ..grpo import _check_rollout_batch, _k3_per_token, grpo_microbatch_train_step, grpo_train_step, slice_micro_batch
 from ..logprobs import get_response_log_probs
 from ..masking import masked_mean
 from ..mismatch import AGGREGATES, MODES, corrected_grpo_loss
@@ -170,3 +174,26 @@ def packed_grpo_train_step(
             optimizer.zero_grad(set_to_none=True)
             out["loss"].append(step_loss)
     return out
+
+
+def plain_where_stubbed(update_fn: Callable) -> Callable:
+    """The update the GRPO trainer runs for `update_fn`: itself, except the packed update where it is a
+    stub (a student kit while notebook 09 is open), for which the plain loop of this copy of the library
+    runs, `course_lib.grpo.grpo_train_step`: in that kit the student's own to write, and notebook 09
+    passes the student's own as `update_fn`. Elsewhere nothing changes."""
+    return grpo_train_step if update_fn is packed_grpo_train_step and _is_stub(update_fn) else update_fn
+
+
+def _is_stub(fn: Callable) -> bool:
+    """Whether `fn` is a stub of a student kit (`autograder.stubs`): its body, after its docstring, only
+    raises NotImplementedError."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        node = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]
+    except (OSError, TypeError):
+        return False
+    body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+    return len(body) == 1 and isinstance(body[0], ast.Raise) and "NotImplementedError" in ast.unparse(body[0])

@@ -7,10 +7,12 @@ log pi of the sampled tokens (`grpo_update.packed_grpo_train_step`). Its expecte
 tokens sampled from pi:
 
     "k3"                 k3 = r - log r - 1 (notebook 09's update)  grad KL(pi_ref || pi), the forward KL
-    "k2"                 k2 = (log r)^2 / 2                         grad KL(pi || pi_ref)
+    "k2"                 k2 = (log r)^2 / 2 (`course_lib.kl.kl_k2`)  grad KL(pi || pi_ref)
     "k3_value_k2_grad"   k3's value, k2's gradient                  grad KL(pi || pi_ref)
 
-with r = pi_ref / pi. "k1_reward" puts the penalty in the reward instead: each response's reward
+with r = pi_ref / pi. k2 is the graded `kl_k2` of notebook 10 itself (a student kit stubs it until
+notebook 10 closes), not a copy of it; k3 is notebook 09's own copy (`course_lib.grpo`), so that
+notebook 09's update stands without notebook 10's functions. "k1_reward" puts the penalty in the reward instead: each response's reward
 becomes r - kl_coef * mean_t k1_t over its response tokens (k1 = log pi_old - log pi_ref of the
 sampling policy, detached), before the group advantages; the policy gradient then also pushes
 down log pi / pi_ref of the sampled responses, whose expectation is KL(pi || pi_ref) (per token
@@ -23,20 +25,17 @@ from __future__ import annotations
 import torch
 
 from ..grpo import _k3_per_token
+from ..kl import kl_k2
 
 KL_PENALTIES = ("k3", "k2", "k3_value_k2_grad", "k1_reward")
 
 
-def _k2(policy_log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
-    return 0.5 * (ref_log_probs - policy_log_probs) ** 2
-
-
 def _k3_value_k2_grad(policy_log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
-    k2 = _k2(policy_log_probs, ref_log_probs)
+    k2 = kl_k2(policy_log_probs, ref_log_probs)
     return _k3_per_token(policy_log_probs, ref_log_probs).detach() + (k2 - k2.detach())
 
 
-LOSS_TERMS = {"k3": _k3_per_token, "k2": _k2, "k3_value_k2_grad": _k3_value_k2_grad}
+LOSS_TERMS = {"k3": _k3_per_token, "k2": kl_k2, "k3_value_k2_grad": _k3_value_k2_grad}
 
 
 def loss_term(kl_penalty: str):
