@@ -4,8 +4,9 @@ Cases and comparison:
 - `suites/<name>.py`: one hidden-case suite per graded function; `suite_api`: what a suite is and
   how a function is called on one of its cases.
 - `cases`: the cases of a suite, their expected values (the float64 truth) and tolerances, the
-  case files and their freshness; `compare`: outputs in one plain shape, the comparison, its
-  verdicts; `report`: the words a student reads, and what of a report a kernel may receive.
+  case files and their freshness; `rounding`: each case's rounding bound (how far a correct
+  computation may land from the truth in any order of its sums); `compare`: outputs in one plain
+  shape, the comparison, its verdicts; `report`: the words a student reads, and what of a report a kernel may receive.
 
 Known mistakes:
 - `mistakes/<name>.py`: one graded function's catalogue of known mistakes (a public name, the

@@ -40,7 +40,7 @@ from types import ModuleType
 
 import torch
 
-from .compare import NearTie, expected_tree
+from .compare import NearTie, expected_tree, widened
 from .suite_api import load_suite, run_case
 
 HERE = Path(__file__).resolve().parent
@@ -115,8 +115,21 @@ def _reference(dotted: str):
     return getattr(importlib.import_module(module), name)
 
 
-def make_case(suite, reference, variants: list, case_name: str, inputs: dict) -> dict:
-    """One case: its inputs and the tree of expected outputs (raises NearTie to redraw)."""
+def rounding_bounds(suite, reference, inputs: dict, precision: torch.dtype):
+    """The tree of a case's rounding bounds (`autograder.rounding.bound_run`): the reference run
+    once more on the case's float64 inputs."""
+    from .rounding import bound_run
+
+    out, bounds = bound_run(lambda: run_case(suite, reference, truth_inputs(suite, inputs)), precision)
+    if "__error__" in out:
+        raise RuntimeError(f"suite {suite.GRADED!r}: the reference fails in float64 under the rounding bound "
+                           f"({out['__error__']})")
+    return bounds
+
+
+def make_case(suite, reference, variants: list, case_name: str, inputs: dict, with_bounds: bool = True) -> dict:
+    """One case: its inputs and the tree of expected outputs (raises NearTie to redraw); their
+    tolerances hold the case's rounding bounds unless `with_bounds=False`."""
     native = run_case(suite, reference, inputs)
     if "__error__" in native:  # a suite turns errors it expects into outputs itself
         raise RuntimeError(f"the reference fails on case {case_name!r} of suite {suite.GRADED!r}: {native['__error__']}")
@@ -139,7 +152,20 @@ def make_case(suite, reference, variants: list, case_name: str, inputs: dict) ->
         expected = expected_tree(native, truth, others, torch.finfo(precision).eps)
     except NearTie as e:
         raise NearTie(f"case {case_name!r}: {e}") from None
-    return {"name": case_name, "inputs": inputs, "expected": expected, "error_case": expects_error(native)}
+    case = {"name": case_name, "inputs": inputs, "expected": expected, "error_case": expects_error(native)}
+    return bounded_case(suite, case) if with_bounds else case  # after the near-tie check: a redrawn case needs none
+
+
+def bounded_case(suite, case: dict) -> dict:
+    """A case made without its rounding bounds (`make_case(..., with_bounds=False)`), with them
+    (`suite`: the suite module or its name): a tolerance with its bound is never tighter than
+    without, so a test may compare with the case as it is first and pay for the bound only where
+    that comparison fails."""
+    import course_lib
+
+    suite = load_suite(suite) if isinstance(suite, str) else suite
+    bounds = rounding_bounds(suite, getattr(course_lib, suite.GRADED), case["inputs"], case_precision(case["inputs"]))
+    return {**case, "expected": widened(case["expected"], bounds)}
 
 
 def expects_error(native) -> bool:
@@ -148,9 +174,11 @@ def expects_error(native) -> bool:
     return isinstance(native, dict) and any(k.startswith("raises") and v not in (None, False) for k, v in native.items())
 
 
-def make_suite_cases(name: str, seed: int, mistakes: bool = True) -> dict:
+def make_suite_cases(name: str, seed: int, mistakes: bool = True, bounds: bool = True) -> dict:
     """Inputs and expected outputs of one suite (grader side only) and, unless `mistakes=False`, the
-    signature of each known mistake on them (`autograder.signatures`: what the judge recognises)."""
+    signature of each known mistake on them (`autograder.signatures`: what the judge recognises).
+    `bounds=False` leaves the rounding bounds out of the tolerances (the rule before them, tighter:
+    what a test compares the rule with)."""
     import course_lib
 
     suite = load_suite(name)
@@ -164,7 +192,7 @@ def make_suite_cases(name: str, seed: int, mistakes: bool = True) -> dict:
             names = [n for n, _ in drawn]
             if len(set(names)) != len(names):
                 raise ValueError(f"suite {name!r} has two cases of the same name")
-            cases = [make_case(suite, reference, variants, n, inputs) for n, inputs in drawn]
+            cases = [make_case(suite, reference, variants, n, inputs, with_bounds=bounds) for n, inputs in drawn]
             data = {"suite": name, "graded": suite.GRADED, "fingerprint": fingerprint(name), "cases": cases}
             if mistakes:
                 from .signatures import signatures
@@ -187,7 +215,7 @@ def fingerprint(name: str) -> str:
     lib = Path(course_lib.__file__).resolve().parent
     catalogue = [*sorted((HERE / "mistakes").glob("_*.py")), *(HERE / "mistakes").glob(f"{name}.py")]
     for path in [HERE / "suites" / f"{name}.py", *sorted((HERE / "suites").glob("_*.py")), HERE / "compare.py",
-                 HERE / "suite_api.py", HERE / "cases.py", HERE / "signatures.py", *catalogue,
+                 HERE / "suite_api.py", HERE / "cases.py", HERE / "rounding.py", HERE / "signatures.py", *catalogue,
                  *sorted(lib.rglob("*.py"))]:
         h.update(str(path.name).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]

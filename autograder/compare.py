@@ -6,19 +6,24 @@ with that truth, never with the reference's own float32 rounding. Each floating 
 or a number) carries a tolerance measured on the case itself:
 
     |got - truth| <= atol + rtol * |truth|,  with
-    atol = F * (E + eps * S),  rtol = F * eps,  F = ROUNDING_FACTOR = 16
+    atol = F * (E + eps * S) + B,  rtol = F * eps,  F = ROUNDING_FACTOR = 16
 
 where E is the largest error, against the truth, of the reference computed in the case's own
 precision (and of a suite's other correct implementations, its VARIANTS, where it names some):
 the rounding that a correct computation of this very case shows; eps is the machine epsilon of
 the dtype a correct output has (float32: 1.2e-7; float64: 2.2e-16; a Python number: that of the
-tensors it came from); S is the largest |truth| of that output (so a value that cancels to near 0
-among values of size S keeps the rounding of size S). F was measured, not guessed: over the
-corpus of independent correct implementations of every graded function (tests/graded/), the
-largest error is a few units of the tolerance's scale (see CONTRIBUTING.md), and F = 16 leaves a
-margin above it. A case on which the reference's own rounding is not small (E above 1e-3 * S, or
-8 eps * S for a dtype coarser than that: a near-tie of a comparison, a discontinuity) is redrawn
-when the cases are made.
+tensors it came from); S is the largest |truth| of that output. B, one per value, is the case's
+rounding bound (`autograder.rounding`): how far a correct computation of that value in the
+case's precision may land from the truth in any order of its sums (a loop over sequences, a
+weighted sum), derived from the magnitudes of the terms each sum adds, so that a value that
+cancels to near 0 among terms of size 1 keeps the rounding of size 1, which E (one order) and
+eps * S (the output's own size) miss. F covers the rest (the reference's rounding is one draw
+of a correct function's, and a correct function may round a little worse than it); measured
+over the corpus of independent correct implementations of every graded function (tests/graded/),
+the largest share of the tolerance any of them uses is below 1 (see CONTRIBUTING.md). A case on
+which the reference's own rounding is not small (E above 1e-3 * S, or 8 eps * S for a dtype
+coarser than that: a near-tie of a comparison, a discontinuity) is redrawn when the cases are
+made.
 
 Integers, booleans, strings and None are exact. NaN and infinity must stand where the truth has
 them. A tensor must have the reference's shape and (unless the suite says otherwise) dtype.
@@ -36,6 +41,7 @@ value; their numbers (error and tolerance) are shown for practice cases only (`a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -93,7 +99,7 @@ class Expected:
     truth: object
     native: object
     dtype: torch.dtype | None = None
-    atol: float = 0.0
+    atol: float | torch.Tensor = 0.0  # one per value (a tensor of the truth's shape) where the case's rounding bound is in
     rtol: float = 0.0
 
 
@@ -160,9 +166,34 @@ def expected_tree(native, truth, variants: list, scalar_eps: float, where: str =
     return Expected(native, native)
 
 
+def widened(expected, bounds):
+    """An expected tree with the case's rounding bounds (`autograder.rounding.bound_run`: a tree
+    of the same outputs) added to its tolerances: a floating tensor's absolute tolerance becomes
+    one per value (kept in float32, rounded up), a number's grows by its bound."""
+    if isinstance(expected, dict):
+        return {k: widened(e, bounds.get(k) if isinstance(bounds, dict) else None) for k, e in expected.items()}
+    if isinstance(expected, list):
+        return [widened(e, bounds[i] if isinstance(bounds, list) and i < len(bounds) else None)
+                for i, e in enumerate(expected)]
+    if isinstance(bounds, torch.Tensor) and isinstance(expected.truth, torch.Tensor) \
+            and expected.truth.is_floating_point() and bounds.shape == expected.truth.shape:
+        wide = expected.atol + bounds.to(torch.float64).where(torch.isfinite(expected.truth), 0.0)
+        atol = wide.to(torch.float32)  # rounded up, so that a tolerance with its bound is never tighter than without
+        atol = torch.where(atol.to(torch.float64) < wide, atol.nextafter(torch.tensor(math.inf)), atol)
+        return dataclasses.replace(expected, atol=atol)
+    if isinstance(bounds, float) and isinstance(expected.truth, float):
+        return dataclasses.replace(expected, atol=expected.atol + bounds)
+    return expected
+
+
 # ---------------------------------------------------------------- the comparison
 def _problem(where: str, what: str, error: float | None = None, tol: float | None = None) -> dict:
     return {"where": where, "what": what, "error": error, "tolerance": tol}
+
+
+def _atol(exp: Expected, where: torch.Tensor):
+    """The absolute tolerance of the values at `where` (a mask of the truth): one number, or one per value."""
+    return exp.atol[where].to(torch.float64) if isinstance(exp.atol, torch.Tensor) else exp.atol
 
 
 def _values(got: torch.Tensor, exp: Expected, where: str) -> list[dict]:
@@ -175,7 +206,7 @@ def _values(got: torch.Tensor, exp: Expected, where: str) -> list[dict]:
     if not bool(finite.any()):
         return []
     diff = (g[finite] - t[finite]).abs()
-    allowed = exp.atol + exp.rtol * t[finite].abs()
+    allowed = _atol(exp, finite) + exp.rtol * t[finite].abs()
     bad = diff > allowed
     if not bool(bad.any()):
         return []
@@ -250,7 +281,7 @@ def margin(got, expected) -> float:
     if not bool(finite.any()):
         return 0.0
     diff = (got[finite] - truth[finite]).abs()
-    allowed = exp.atol + exp.rtol * truth[finite].abs()
+    allowed = _atol(exp, finite) + exp.rtol * truth[finite].abs()
     ratio = torch.where(allowed > 0, diff / allowed.clamp(min=1e-300), torch.where(diff > 0, math.inf, 0.0))
     return float(ratio.max())
 

@@ -273,11 +273,15 @@ def many_draws_test(suite: str, correct: dict[str, str], draws: int = 40, named_
     made as the case generator makes it, and recognition must name each mistake from its own
     outputs, and each of `same_mistakes` (the same mistake written another way) as its mistake;
     no other name may be given to a mistake's outputs but an alternative no case of the draw tells
-    apart from it (printed). Mistakes run as in the judge (`autograder.signatures.references_hidden`: a reference
-    the judge hides raises here too). For suites whose cases are cheap to make."""
+    apart from it (printed). Mistakes run as in the judge
+    (`autograder.signatures.references_hidden`: a reference the judge hides raises here too). For
+    suites whose cases are cheap to make. Cases are compared first without their rounding bounds
+    (tighter) and made again with them only where a version fails or a mistake fails a case it
+    names (`autograder.cases.bounded_case`): the verdicts of grading's cases at the cost of the
+    cases without bounds."""
     import pytest
 
-    from autograder.cases import make_suite_cases
+    from autograder.cases import bounded_case, make_suite_cases
     from autograder.compare import compare
     from autograder.mistakes import catalogue
     from autograder.recognition import names as names_of
@@ -300,10 +304,17 @@ def many_draws_test(suite: str, correct: dict[str, str], draws: int = 40, named_
         mistakes = catalogue(suite)
         failures, together = [], set()
         for seed in range(draws):
-            cases = make_suite_cases(suite, seed, mistakes=False)["cases"]
+            cases = make_suite_cases(suite, seed, mistakes=False, bounds=seed < recognised)["cases"]
+            bounded = {} if seed >= recognised else {case["name"]: case for case in cases}
+
+            def graded(case):  # the case as grading makes it
+                if case["name"] not in bounded:
+                    bounded[case["name"]] = bounded_case(suite, case)
+                return bounded[case["name"]]
+
             for case in cases:
                 for label, fn in fns.items():
-                    problems = problems_of(module, fn, case)
+                    problems = problems_of(module, fn, case) and problems_of(module, fn, graded(case))
                     if problems:
                         failures.append(f"seed {seed}, {case['name']}, {label}: {problems}")
             by_name = {case["name"]: case for case in cases}
@@ -329,7 +340,8 @@ def many_draws_test(suite: str, correct: dict[str, str], draws: int = 40, named_
             for label, m in mistakes.items():
                 got = results.get(label) or mistake_results(module, m.source, [by_name[n] for n in m.cases])
                 failures += [f"seed {seed}: mistake {label} passes {name}" for name in m.cases
-                             if not fails(got[name], by_name[name], settings)]
+                             if not fails(got[name], by_name[name], settings)
+                             or not fails(got[name], graded(by_name[name]), settings)]
         if together:
             print(f"{suite}: mistakes named together on some draw: {sorted(together)}")
         assert not failures, "\n".join(failures[:10])

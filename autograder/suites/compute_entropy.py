@@ -17,6 +17,10 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
     two_way = torch.full((2, 9), -1e4)
     two_way[:, 2] = 1e4
     two_way[:, 5] = 1e4  # two tied tokens far above the rest: exactly log 2
+    # one token 13 nats above 31999 others (each p = 2e-6): an entropy of many small probabilities, which
+    # log(p + eps) biases by about V * eps while the float32 rounding of any order of the sum stays below that
+    peaked = torch.full((2, 32000), -13.0)
+    peaked[:, 7] = 0.0
     return [
         ("float32_2x3x11", {"logits": randn(2, 3, 11, scale=2.0)}),
         ("float32_leading_dims_2x3x4x6", {"logits": randn(2, 3, 4, 6)}),
@@ -32,6 +36,7 @@ def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
         ("shifted_by_1e4_4x300", {"logits": randn(4, 300, scale=2.0) + 1e4}),
         ("negative_shift_1e4_2x100", {"logits": randn(2, 100, scale=2.0) - 1e4}),
         ("uniform_2x32000", {"logits": torch.zeros(2, 32000)}),
+        ("peaked_2x32000", {"logits": peaked}),
         ("float32_2x4x32000", {"logits": randn(2, 4, 32000, scale=3.0)}),
         ("empty_batch_0x10", {"logits": torch.zeros(0, 10)}),
     ]
