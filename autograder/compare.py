@@ -191,9 +191,12 @@ def _problem(where: str, what: str, error: float | None = None, tol: float | Non
     return {"where": where, "what": what, "error": error, "tolerance": tol}
 
 
-def _atol(exp: Expected, where: torch.Tensor):
+def atol_at(exp: Expected, where: torch.Tensor):
     """The absolute tolerance of the values at `where` (a mask of the truth): one number, or one per value."""
-    return exp.atol[where].to(torch.float64) if isinstance(exp.atol, torch.Tensor) else exp.atol
+    if not isinstance(exp.atol, torch.Tensor):
+        return exp.atol
+    return exp.atol.to(torch.float64).reshape(-1)[where.reshape(-1)] if exp.atol.numel() == where.numel() \
+        else exp.atol.to(torch.float64)
 
 
 def _values(got: torch.Tensor, exp: Expected, where: str) -> list[dict]:
@@ -206,7 +209,7 @@ def _values(got: torch.Tensor, exp: Expected, where: str) -> list[dict]:
     if not bool(finite.any()):
         return []
     diff = (g[finite] - t[finite]).abs()
-    allowed = _atol(exp, finite) + exp.rtol * t[finite].abs()
+    allowed = atol_at(exp, finite) + exp.rtol * t[finite].abs()
     bad = diff > allowed
     if not bool(bad.any()):
         return []
@@ -281,7 +284,7 @@ def margin(got, expected) -> float:
     if not bool(finite.any()):
         return 0.0
     diff = (got[finite] - truth[finite]).abs()
-    allowed = _atol(exp, finite) + exp.rtol * truth[finite].abs()
+    allowed = atol_at(exp, finite) + exp.rtol * truth[finite].abs()
     ratio = torch.where(allowed > 0, diff / allowed.clamp(min=1e-300), torch.where(diff > 0, math.inf, 0.0))
     return float(ratio.max())
 

@@ -48,6 +48,8 @@ from types import ModuleType
 
 import torch
 
+from .compare import atol_at
+
 
 class ReferenceCalled(RuntimeError):
     """A mistake called a reference the judge's runner would have tripped on."""
@@ -271,7 +273,8 @@ def _intervals_meet(tree, truth: torch.Tensor, expected) -> bool:
         if not torch.equal(where(a), where(b)):
             return False
     finite = torch.isfinite(b)
-    room = tree.atol + tree.rtol * a[finite].abs() + expected.atol + expected.rtol * b[finite].abs()
+    room = (atol_at(tree, finite) + tree.rtol * a[finite].abs()  # each tolerance: one number or one per value
+            + atol_at(expected, finite) + expected.rtol * b[finite].abs())
     return bool(((a[finite] - b[finite]).abs() <= room).all())
 
 
