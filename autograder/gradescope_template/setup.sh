@@ -9,7 +9,6 @@ set -euo pipefail
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
 SOURCE="$ROOT/source"
 VENV="$ROOT/venv"
-STUDENT_USER="@STUDENT_USER@"
 TORCH="@TORCH@"
 
 if [ "${AUTOGRADER_SETUP_APT:-1}" != 0 ]; then
@@ -25,7 +24,7 @@ if [ "${AUTOGRADER_SETUP_APT:-1}" != 0 ]; then
     PYTHON_NAME="$(basename "$(command -v python3.12 || command -v python3.11)")"
     apt-get install -y "$PYTHON_NAME-venv" util-linux passwd
     # the sandbox, where the container lets it make namespaces (run_autograder tries it per submission)
-    apt-get install -y bubblewrap || echo "setup.sh: no bubblewrap: submissions will run as the user $STUDENT_USER"
+    apt-get install -y bubblewrap || echo "setup.sh: no bubblewrap: submissions will run as unprivileged ids"
 fi
 
 PYTHON="$(command -v python3.12 || command -v python3.11)"
@@ -36,8 +35,8 @@ PYTHON="$(command -v python3.12 || command -v python3.11)"
 # the course's pinned requirements (requirements-cpu.txt without the test tools); torch is already there
 "$VENV/bin/python" -m pip install -r "$SOURCE/requirements.txt"
 
-# where bubblewrap cannot run, the notebook and the judge's processes run as this user
-id -u "$STUDENT_USER" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$STUDENT_USER"
+# where bubblewrap cannot run, each submission runs as numeric ids of its own (40000-49999, no
+# passwd entry, none to create here: autograder/uids.py)
 
 # the stubbed course_lib and the sandbox's copy of autograder, built once for every submission;
 # this also fails the build here if the environment cannot grade
