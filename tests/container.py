@@ -10,12 +10,14 @@ default profile, such as a Gradescope autograder's, on this machine.
 - under a seccomp filter like the part of Docker's default profile that matters here (moby's
   `seccomp/default.json`: without CAP_SYS_ADMIN, no unshare, setns, mount or namespace flags to
   clone, and clone3 answered ENOSYS), so bubblewrap is installed but cannot make its namespaces
-  (`autograder.sandbox.bubblewrap_works()` is False), as the README expects on Gradescope.
+  (`autograder.sandbox.bubblewrap_works()` is False), as the README expects on Gradescope;
+  with `landlock=False`, the filter also answers Landlock's calls ENOSYS, as a kernel without
+  Landlock, or a Docker whose profile predates them, would.
 
 The machine's /tmp, /proc and network stay shared (a container's are its own but as open to its
 processes). Needs root and util-linux's `unshare` and `setpriv`.
 
-    python tests/container.py -- CMD ...     # the filter's step, run by `container_like`'s wrapper
+    python tests/container.py [--no-landlock] -- CMD ...   # the filter's step, run by `container_like`'s wrapper
 """
 
 from __future__ import annotations
@@ -44,13 +46,13 @@ def usable() -> str | None:
     return None if filter_supported() else "the seccomp filter is x86_64's"
 
 
-def container_like(cmd: list[str], python: str = sys.executable) -> list[str]:
+def container_like(cmd: list[str], python: str = sys.executable, landlock: bool = True) -> list[str]:
     """`cmd` wrapped as the module docstring says (`python` runs the filter's step)."""
     caps = ",".join(["-all", *(f"+{c}" for c in DOCKER_CAPS)])
     script = ('mount -t tmpfs -o size=64k,mode=755 none /sys/fs/cgroup && '
               f'exec setpriv --bounding-set={caps} --inh-caps=-all -- "$@"')
     return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "container",
-            python, str(Path(__file__).resolve()), "--", *cmd]
+            python, str(Path(__file__).resolve()), *([] if landlock else ["--no-landlock"]), "--", *cmd]
 
 
 def user_python(place: Path) -> str | None:
@@ -82,12 +84,16 @@ def user_python(place: Path) -> str | None:
     return python if ok else None
 
 
-def docker_like_filter() -> bytes:
-    """The seccomp program of the harness: namespaces and mounts refused, everything else allowed."""
+def docker_like_filter(landlock: bool = True) -> bytes:
+    """The seccomp program of the harness: namespaces and mounts refused (and, without `landlock`,
+    Landlock's calls), everything else allowed."""
     from autograder.confine import (CLONE_NAMESPACES, ENOSYS, EPERM, JSET, RET, RET_ALLOW, deny, deny_when, insn,
                                     prologue)
 
     p = prologue()
+    if not landlock:
+        for name in ("landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"):
+            p += deny(name, ENOSYS)
     for name in ("unshare", "setns", "mount", "umount2", "pivot_root", "open_tree", "move_mount", "fsopen",
                  "fsmount", "fspick", "mount_setattr"):
         p += deny(name, EPERM)
@@ -97,13 +103,15 @@ def docker_like_filter() -> bytes:
 
 
 def main(argv: list[str]) -> int:
+    landlock = argv[:1] != ["--no-landlock"]
+    argv = argv if landlock else argv[1:]
     if not argv or argv[0] != "--" or len(argv) < 2:
-        print("usage: python tests/container.py -- CMD ...", file=sys.stderr)
+        print("usage: python tests/container.py [--no-landlock] -- CMD ...", file=sys.stderr)
         return 2
     sys.path.insert(0, str(ROOT))
     from autograder.confine import install_filter
 
-    install_filter(docker_like_filter())
+    install_filter(docker_like_filter(landlock))
     os.execvp(argv[1], argv[1:])
 
 

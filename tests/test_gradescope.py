@@ -97,10 +97,11 @@ def id_python(place):
 
 
 def run_autograder(place: Path, source: Path, *, name: str, files: dict, env: dict | None = None,
-                   container: str | None = None) -> tuple[dict, str, float]:
+                   container: str | None = None, landlock: bool = True) -> tuple[dict, str, float]:
     """Run run_autograder on an upload ({relative path: bytes, or Path for a symbolic link to it});
     (results.json, its stdout, seconds). `container`: a Python unprivileged ids can run, to run it
-    in a container-like run (`tests.container`) with that Python."""
+    in a container-like run (`tests.container`) with that Python; without `landlock` there, as on a
+    kernel or a Docker that refuses Landlock's calls."""
     root = place / name
     (root / "submission").mkdir(parents=True)
     (root / "source").symlink_to(source)
@@ -119,8 +120,9 @@ def run_autograder(place: Path, source: Path, *, name: str, files: dict, env: di
     clean.update({"AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": container or sys.executable, **(env or {})})
     cmd = [str(root / "run_autograder")]
     started = time.perf_counter()
-    proc = subprocess.run(container_like(cmd, python=container) if container else cmd, cwd=root, env=clean,
-                          capture_output=True, text=True, timeout=900)
+    if container:
+        cmd = container_like(cmd, python=container, landlock=landlock)
+    proc = subprocess.run(cmd, cwd=root, env=clean, capture_output=True, text=True, timeout=900)
     seconds = time.perf_counter() - started
     data = json.loads((root / "results" / "results.json").read_text())
     assert problems(data) == [], (problems(data), proc.stdout[-3000:])
@@ -265,20 +267,22 @@ def test_the_at_once_view_is_the_same_whatever_the_run(place, built, source, id_
 
 
 @pytest.mark.slow
-def test_no_hidden_input_reaches_the_results(place, source, id_python):
+@pytest.mark.parametrize("landlock", [True, False], ids=["landlock", "no landlock"])
+def test_no_hidden_input_reaches_the_results(place, source, id_python, landlock):
     """compute_naive_policy_gradient_loss, run by the judge on the hidden inputs, leaves them in every
     shared place (`tests.exploits.leak_attack`: /tmp, /var/tmp, /dev/shm, the kernel's folders,
     sockets, its process name and command line, a daemon) while the kernel watches the runner's
     /proc entries; compute_grpo_clip_loss, called by its graded cell's visible checks, prints what
     reached the kernel. Nothing did, no hidden input is in results.json, and both functions, being
-    right, keep their points."""
+    right, keep their points. Without Landlock too (the runner's filter alone keeps it from writing
+    anywhere)."""
     import torch
 
     leave, report = leak_attack("compute_naive_policy_gradient_loss", "compute_grpo_clip_loss")
     nb = with_cell(solution(), "solution_compute_naive_policy_gradient_loss", lambda s: s + "\n" + leave)
     nb = with_cell(nb, "solution_compute_grpo_clip_loss", lambda s: s + "\n" + report)
-    data, out, _ = run_autograder(place, source, name="leak", files={"07.ipynb": notebook_bytes(nb)},
-                                  container=id_python)
+    data, out, _ = run_autograder(place, source, name=f"leak-{landlock}", files={"07.ipynb": notebook_bytes(nb)},
+                                  container=id_python, landlock=landlock)
     tests = by_name(data)
     assert data["score"] == 15, (json.dumps(data, indent=1)[:4000], out[-3000:])
     assert "LEAK REPORT: 0 file(s), 0 other(s)" in tests["compute_grpo_clip_loss"]["output"], tests
@@ -415,12 +419,13 @@ def compute_naive_policy_gradient_loss(*args, **kwargs):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["bubblewrap", "unprivileged ids"])
+@pytest.mark.parametrize("mode", ["bubblewrap", "unprivileged ids", "unprivileged ids without Landlock"])
 def test_a_hostile_notebook_reaches_no_secret(request, place, source, mode):
     """The notebook reads the hidden cases, the references and the source notebook where the grader
     keeps them, and writes results.json (its first function raises, naming what it got, if any of
     it works): under bubblewrap none of it is there, and as unprivileged ids (in a container-like
-    run, where bubblewrap cannot run) none of it is readable or writable; both earn full marks. That
+    run, where bubblewrap cannot run, with Landlock or with file permissions alone) none of it is
+    readable or writable; all earn full marks. That
     the probe's paths hold the secrets is checked here, as root."""
     course = source.resolve() / "course"
     paths = [*(course / "autograder" / "hidden" / f"{s}.pt" for s in SUITES), course / "course_lib" / "grpo.py",
@@ -432,14 +437,15 @@ def test_a_hostile_notebook_reaches_no_secret(request, place, source, mode):
                    lambda s: s + HOSTILE.format(paths=[str(p) for p in paths], results=results))
     if mode == "bubblewrap" and not bubblewrap_works():
         pytest.skip("bubblewrap cannot make its namespaces on this machine")
-    container = request.getfixturevalue("id_python") if mode == "unprivileged ids" else None
+    container = request.getfixturevalue("id_python") if mode.startswith("unprivileged ids") else None
     data, out, _ = run_autograder(place, source, name=mode.replace(" ", "_"), files={"07.ipynb": notebook_bytes(nb)},
-                                  container=container)
+                                  container=container, landlock="without Landlock" not in mode)
     assert data["score"] == 15, (json.dumps(data, indent=1)[:4000], out[-3000:])
     assert "ATTACK" not in json.dumps(data)
-    if mode == "unprivileged ids":
+    if mode.startswith("unprivileged ids"):
         assert "sandbox: bubblewrap cannot make its namespaces here" in by_name(data)["Submission"]["output"]
         assert "unprivileged ids of their own" in data["output"]
+        assert ("Landlock limited what it could read" in data["output"]) == ("without Landlock" not in mode), data
 
 
 # ---------------------------------------------------------------- the zip itself
