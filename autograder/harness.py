@@ -78,7 +78,7 @@ def sandbox_autograder() -> Path:
         return folder / "autograder"
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".autograder-", dir=folder.parent))
-    tmp.chmod(0o755)  # mkdtemp's 0700 would shut out a submission run as another user (AUTOGRADER_SANDBOX=user:NAME)
+    tmp.chmod(0o755)  # mkdtemp's 0700 would shut out a submission run as another user (AUTOGRADER_SANDBOX=user)
     write_kernel_side(tmp, suites)
     try:
         os.rename(tmp, folder)

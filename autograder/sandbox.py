@@ -58,7 +58,7 @@ DEVICES_WRITABLE = ("/dev/shm",)  # besides the work folder, where the kernel's 
 
 def sandbox_kind() -> str | None:
     """How student code is confined: "bubblewrap" (installed, AUTOGRADER_SANDBOX not 0), "user"
-    (AUTOGRADER_SANDBOX=user:NAME: as an unprivileged user, see the module docstring) or None."""
+    (AUTOGRADER_SANDBOX=user: as unprivileged ids, see the module docstring) or None."""
     setting = os.environ.get("AUTOGRADER_SANDBOX", "1")
     if setting == "0":
         return None
