@@ -21,8 +21,11 @@ Running student code:
   bounded number of times (`JudgeServer`), and `python -m autograder.judge NAME`.
 - `trial`: one function on a list of cases, in a fresh `runner` process; `harness`: what student
   code may see of all this (the kernel side and each suite's harness).
-- `sandbox`: the bubblewrap sandbox, built from what it needs; `limits`: time, memory and process
-  limits over a submission's processes together; `safe_files`: link-proof, bounded copies;
+- `sandbox`: the bubblewrap sandbox, built from what it needs, or, where bubblewrap cannot run,
+  the same view from unprivileged ids: `uids` (two ids of its own per submission, found, stopped
+  and killed whole) and `confine` (what a process of a role installs on itself: its id, Landlock,
+  a seccomp filter); `limits`: time, memory and process limits over a submission's processes
+  together; `safe_files`: link-proof, bounded copies;
   `stubs`: a `course_lib` whose graded names of the open assignments (and their twins) raise
   NotImplementedError.
 - `assignments`: which graded name belongs to which assignment and which suites a notebook

@@ -36,7 +36,12 @@ by a roster (`--roster`, default DIR/roster.csv). A student's status is one of: 
 output flood (a file or the log reached the output limit); too many processes; out of memory;
 crashed (the kernel died or nbgrader could not grade the notebook); no notebook. One bad
 submission never stops the others.
-Without bubblewrap every row notes that it was graded unsandboxed.
+Without bubblewrap every row notes that it was graded unsandboxed. Where bubblewrap cannot make its
+namespaces, AUTOGRADER_SANDBOX=user (root only) runs each submission as two unprivileged ids of its
+own, never handed out twice in one grading (`autograder.uids`), each process confined to what
+bubblewrap would show (`autograder.confine`), in folders whose names no other submission can
+guess and which only its ids can enter; every process of its ids is killed before its results
+are read, and its folders are removed before its ids are released.
 """
 
 from __future__ import annotations
@@ -62,9 +67,10 @@ from .judge import JudgeServer
 from .limits import OUTPUT_LIMIT, Slot, drain_pending, run_limited
 from .lms import Roster, RosterError, default_roster, read_roster, write_canvas, write_combined
 from .report import RECOGNITION_LINES, UNSANDBOXED
-from .safe_files import copy_tree, read_file
+from .safe_files import copy_tree, read_file, remove_tree
 from .sandbox import sandbox_available, sandbox_kind, sandboxed, unsandboxed_env
 from .stubs import stub_tree
+from .uids import allocate, become_subreaper
 from .suite_api import suite_names
 
 SUBMISSION_BYTES = 64 * 2**20  # what of a submission folder is copied in
@@ -186,8 +192,9 @@ def stage_seconds(marks: dict, notebooks, judge_seconds: dict[str, float]) -> di
     return {k: round(max(v, 0.0), 2) for k, v in out.items()}
 
 
-def grade_one(student: str, index: int, submission: Path, assignment: str, base: Path, tmp_root: Path, course: Path,
+def grade_one(student: str, submission: Path, assignment: str, base: Path, tmp_root: Path, course: Path,
               gates: dict, budget, cells: list[dict], timeout: float, memory_gb: float) -> dict:
+    """One submission's row (see the module docstring), graded in folders of its own below `tmp_root`."""
     started = time.time()
     marks = {"start": started}
     row = {"student": student, "status": "ok", "score": 0.0, "max_score": sum(c["max_score"] for c in cells),
@@ -199,17 +206,35 @@ def grade_one(student: str, index: int, submission: Path, assignment: str, base:
         row["status"] = "no notebook"
         row["notes"].append("the submission folder is a symbolic link: not followed, not graded")
         return row
+    # the submission's own folders (names no other can guess) and, as unprivileged ids, its own ids:
+    # all of them gone before the next submission may be handed the ids again
+    folders = [Path(tempfile.mkdtemp(prefix=p, dir=tmp_root)) for p in ("w-", "p-", "j-")]
+    users = allocate() if sandbox_kind() == "user" else None
+    try:
+        return _grade_in(row, marks, *folders, users=users, student=student, submission=submission,
+                         assignment=assignment, base=base, course=course, gates=gates, budget=budget, cells=cells,
+                         timeout=timeout, memory_gb=memory_gb)
+    finally:
+        for folder in folders:
+            remove_tree(folder)
+        if users is not None:
+            users.release()
+
+
+def _grade_in(row: dict, marks: dict, work: Path, private: Path, sock_dir: Path, *, users, student: str,
+              submission: Path, assignment: str, base: Path, course: Path, gates: dict, budget, cells: list[dict],
+              timeout: float, memory_gb: float) -> dict:
+    """Steps 1-4 of `grade_one` in its folders: `work` (the submission's), `private` (the grader's
+    own: the log, what is read back) and `sock_dir` (the judge's socket)."""
     # 1. copy in: the gradebook entries (no source notebooks), the submission without its links
-    work, private = tmp_root / f"s{index}", tmp_root / f"p{index}"
-    shutil.copytree(base, work, ignore=shutil.ignore_patterns("source", "release", "submitted", "autograded"))
-    private.mkdir()
+    shutil.copytree(base, work, ignore=shutil.ignore_patterns("source", "release", "submitted", "autograded"),
+                    dirs_exist_ok=True)
     target = work / "submitted" / student / assignment
     copied = copy_tree(submission, target, max_bytes=SUBMISSION_BYTES, skip=lambda n: n == ".ipynb_checkpoints")
     row["notes"] += copied.notes("the submission")
-    (work / "home").mkdir()
+    for name in ("home", "tmp", "rt"):
+        (work / name).mkdir()
     shutil.copy(CONFIG, work / "nbgrader_config.py")
-    sock_dir = tmp_root / f"j{index}"
-    sock_dir.mkdir()
     if not any(target.glob("*.ipynb")):
         row["status"] = "no notebook"
         return row
@@ -217,13 +242,19 @@ def grade_one(student: str, index: int, submission: Path, assignment: str, base:
     # 2. run, 3. judge: the kernel and the judge's processes share one slot of limits
     stub = kernel_course_lib(assignment)
     marks["run"] = time.time()
-    with Slot(int(memory_gb * 2**30)) as slot, \
+    with Slot(int(memory_gb * 2**30), users=users) as slot, \
             JudgeServer(sock_dir / "judge.sock", assignment=assignment, budget=budget, slot=slot) as judge:
-        cmd = sandboxed([sys.executable, "-m", "autograder.nbgrader_cli", "autograde", assignment, "--student", student,
-                         f"--CourseDirectory.root={work}"], course_lib=stub, writable=[work], binds=[sock_dir])
+        args = [sys.executable, "-m", "autograder.nbgrader_cli", "autograde", assignment, "--student", student,
+                f"--CourseDirectory.root={work}"]
+        if users is not None:  # the kernel's channels on unix sockets in its own folder: it opens no TCP socket
+            args += ["--KernelManager.transport=ipc", f"--KernelManager.ip={work / 'rt' / 'kernel'}"]
+        cmd = sandboxed(args, course_lib=stub, writable=[work], binds=[sock_dir],
+                        user=users.kernel if users is not None else None)
         env = {k: v for k, v in tool_env().items() if not k.startswith(("AUTOGRADER_", "JUPYTER_"))}
         env.update({"AUTOGRADER_JUDGE_SOCKET": str(sock_dir / "judge.sock"), "HOME": str(work / "home"),
                     "HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1"})
+        if users is not None:  # no /tmp in its view: its temporary files and the kernel's sockets in its folder
+            env.update({"TMPDIR": str(work / "tmp"), "JUPYTER_RUNTIME_DIR": str(work / "rt")})
         result = run_limited(cmd, timeout=timeout, slot=slot, cwd=work, env=unsandboxed_env(env, stub),
                              stdout_path=private / "autograde.log", stderr="stdout")
         slot.close()  # nothing of the submission outlives its run
@@ -257,7 +288,7 @@ def grade_one(student: str, index: int, submission: Path, assignment: str, base:
     dest.mkdir(parents=True, exist_ok=True)
     (course / "autograded" / student / f"{assignment}.log").write_bytes(result.stdout[-LOG_BYTES:])
     marks["done"] = time.time()
-    row["seconds"] = round(marks["done"] - started, 1)
+    row["seconds"] = round(marks["done"] - marks["start"], 1)
     row["stages"] = stage_seconds(marks, notebooks, judge_seconds)
     row["judge_seconds"] = {k: round(v, 2) for k, v in judge_seconds.items()}
     return row
@@ -314,16 +345,18 @@ def grade(assignment: str, course: Path, jobs: int = 2, timeout: float = 600.0, 
     for name in sorted(budget):  # missing or stale case files: a fresh secret seed
         ensure_cases(name)
     kernel_course_lib(assignment)  # build the stubbed copy once, before the parallel jobs
-    with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
-        tmp_root = Path(tmp)
+    if sandbox_kind() == "user":
+        become_subreaper()  # a submission's orphans become this process's, which reaps them (`autograder.uids`)
+    tmp_root = Path(tempfile.mkdtemp(prefix="course-grade-"))
+    try:
         tmp_root.chmod(0o711)  # a submission run as another user reaches its own work folder by name, lists nothing
         base = tmp_root / "base"
         base.mkdir(mode=0o700)  # the source notebooks: the grader's only
         prepare_course(base, [assignment], solutions=source)
         cells = gradebook_cells(base, assignment)
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = [pool.submit(grade_one, s, i, submitted / s / assignment, assignment, base, tmp_root, course,
-                                   gates, budget, cells, timeout, memory_gb) for i, s in enumerate(students)]
+            futures = [pool.submit(grade_one, s, submitted / s / assignment, assignment, base, tmp_root, course,
+                                   gates, budget, cells, timeout, memory_gb) for s in students]
             rows = []
             for student, future in zip(students, futures):
                 try:
@@ -332,6 +365,8 @@ def grade(assignment: str, course: Path, jobs: int = 2, timeout: float = 600.0, 
                     rows.append({"student": student, "status": "crashed", "score": 0.0,
                                  "max_score": sum(c["max_score"] for c in cells), "cells": {},
                                  "notes": [f"grading error: {type(e).__name__}: {e}"]})
+    finally:
+        remove_tree(tmp_root)  # whatever a submission left in its folder, however deep
     drain_pending()  # a slot that was slow to empty (a process killed mid-allocation) is removed before the run ends
     write_grades(course, assignment, rows=rows, cells=cells, roster=roster, canvas_column=canvas_column)
     return rows
@@ -377,9 +412,24 @@ def main(argv: list[str] | None = None) -> int:
     except RosterError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if sandbox_kind() == "user":
-        print("note: no bubblewrap (AUTOGRADER_SANDBOX=user:...): submissions run as an unprivileged user, with the "
-              "time, memory, output and process limits; the grader's own files must be unreadable to that user",
+    try:
+        kind = sandbox_kind()
+    except RuntimeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if kind == "user":
+        from .confine import filter_supported, landlock_abi
+
+        if os.geteuid() != 0 or not filter_supported():
+            print("error: AUTOGRADER_SANDBOX=user needs root (it switches to unprivileged ids) on x86_64 (its system "
+                  "call filter)", file=sys.stderr)
+            return 2
+        abi = landlock_abi()
+        print("note: no bubblewrap (AUTOGRADER_SANDBOX=user): each submission runs as two unprivileged ids of its own "
+              "under a seccomp filter, with the time, memory, output and process limits; " +
+              (f"Landlock (ABI {abi}) limits what it reads to what bubblewrap would show" if abi else
+               "this kernel has no Landlock, so it reads whatever its ids may: the grader's own files (the "
+               "repository, its hidden cases, any other copy of the course) must be unreadable to others"),
               file=sys.stderr)
     elif not sandbox_available():
         print("warning: bubblewrap (bwrap) not found or AUTOGRADER_SANDBOX=0: submissions run UNSANDBOXED (time, "

@@ -25,12 +25,14 @@ new hidden cases, so two zips of one assignment share none; keep the zip as priv
     python -m autograder.gradescope prepare [--root /autograder]   # what setup.sh calls
 
 Visibility (`--visibility` and the two below; Gradescope's values: visible, after_due_date,
-after_published, hidden): the per-cell results and with them the score, after the due date by
-default, since a student may resubmit until then and every submission gets the judge's one answer
-per graded check (visible at once, a verdict per hidden case and resubmission would be an oracle
-on the hidden cases); a "Submission" line with the status (graded, timeout, no notebook, ...)
-visible at once (`--status-visibility`), so a student knows the upload ran; run_autograder's
-stdout (the grader's log, for the instructor) hidden (`--stdout-visibility`).
+after_published, hidden): the per-cell results, the run's status and with them the score, after
+the due date by default, since a student may resubmit until then and every submission gets the
+judge's one answer per graded check (visible at once, a verdict per hidden case and resubmission
+would be an oracle on the hidden cases); a "Submission" line visible at once
+(`--status-visibility`) that says only what is known before the notebook runs (which file was
+found, what of the upload was left out: `autograder.gradescope_results.at_once`), so a student
+knows the upload was taken; run_autograder's stdout (the grader's log, for the instructor) hidden
+(`--stdout-visibility`).
 """
 
 from __future__ import annotations
@@ -54,7 +56,6 @@ VISIBILITY = ("visible", "after_due_date", "after_published", "hidden")
 NOT_SHIPPED = ("hidden", "kit_template", "gradescope_template", "kit.py", "release.py", "feedback.py",
                "make_cases.py", "requirements_lock.py", "registry.json", "__pycache__")
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", ".*")
-STUDENT_USER = "course-student"  # setup.sh makes it; submissions run as it where bubblewrap cannot
 # What one honest submission took here, every process of run_autograder together (the grader,
 # nbgrader, the kernel, the judge's processes): peak PSS, sampled every 0.1 s, and CPU seconds
 # (`python benchmarks/grading.py --gradescope 07 09 --repeat 1`, 2 cores at load average 13-26).
@@ -88,7 +89,7 @@ def settings_of(assignment: str, notebook: str, *, timeout: float, memory_gb: fl
         if value not in VISIBILITY:
             raise SystemExit(f"--{what}-visibility {value!r}: one of {', '.join(VISIBILITY)}")
     return {"assignment": assignment, "notebook": notebook, "timeout": float(timeout), "memory_gb": float(memory_gb),
-            "visibility": dict(visibility), "student_user": STUDENT_USER}
+            "visibility": dict(visibility)}
 
 
 def stage(assignment: str, out: Path, settings: dict) -> None:
@@ -97,7 +98,7 @@ def stage(assignment: str, out: Path, settings: dict) -> None:
 
     lock, torch = locked_requirements()
     for name in ("setup.sh", "run_autograder"):
-        text = (TEMPLATES / name).read_text(encoding="utf-8").replace("@STUDENT_USER@", STUDENT_USER)
+        text = (TEMPLATES / name).read_text(encoding="utf-8")
         (out / name).write_text(text, encoding="utf-8")
         (out / name).chmod(0o755)
     (out / "requirements.lock").write_text(lock, encoding="utf-8")

@@ -15,9 +15,15 @@ What a student reads (every text as plain "text", never rendered as HTML):
   cell: its printed lines and its error (for a hidden check, the judge's redacted report:
   per case pass or fail, at rounding scale or far off, never an expected value or an error
   figure), then the grader's notes on that cell;
-- a "Submission" test without points: which file was graded and its status (graded, timeout,
-  out of memory, no notebook, ...), with the notes that are not about one cell;
-- the top-level output: the same, and when the per-cell results will be shown.
+- a "Status" test without points: how the run went (graded, timeout, out of memory, output
+  flood, too many processes, crashed, or the autograder's own failure), the notes that are not
+  about one cell, and its seconds; shown when the cells are;
+- a "Submission" test without points, and the top-level output: the at-once view (`at_once`),
+  made only of what is known before anything of the notebook runs: which file was found (or that
+  none or several were, or a link), what of the upload was left out, how it is sandboxed, and when
+  the rest is shown. Nothing in it depends on how the notebook ran, so a notebook cannot choose
+  what it says (a MemoryError raised, a loop or a flood after a failing hidden check reads the
+  same as a pass); no execution time is given either.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ OUTPUT_CHARS = 8000  # of one cell's output
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 WHEN = {"after_due_date": "after the due date", "after_published": "when your instructor publishes the grades",
         "hidden": "by your instructor only"}
-STATUS = {"ok": "graded", "no notebook": "not graded"}
+STATUS = {"ok": "graded", "no notebook": "not graded"}  # the row's status as the Status test says it
 
 
 def cell_text(cell, notes: list[str]) -> str:
@@ -61,10 +67,25 @@ def graded_cells(notebook) -> dict:
             if c.get("metadata", {}).get("nbgrader", {}).get("grade")}
 
 
+def at_once(found: str, *, notes: list[str], settings: dict, sandbox_note: str | None = None,
+            graded: bool = True) -> str:
+    """The text shown at once (see the module docstring): `found` (the file, or why none is
+    graded), the upload's `notes` (what was left out of it), the sandbox's sentence, and when the
+    rest is shown."""
+    lines = [f"{found}: {'received, and graded' if graded else 'not graded'}", *notes]
+    if sandbox_note:
+        lines.append(sandbox_note)
+    shown = settings["visibility"]["cells"]
+    if shown != "visible":
+        lines.append(f"Your score, how the run went and each graded cell's result are shown {WHEN[shown]}.")
+    return "\n".join(lines)
+
+
 def results(row: dict, cells: list[dict], *, notebook, settings: dict, seconds: float, found: str,
-            sandbox_note: str | None = None) -> dict:
+            upload_notes: list[str] = (), sandbox_note: str | None = None, graded: bool = True) -> dict:
     """results.json of one graded submission: `row` from `autograder.grade`, `cells` the assignment's
-    graded cells, `notebook` its executed notebook (None when nbgrader left none)."""
+    graded cells, `notebook` its executed notebook (None when nbgrader left none); `found`,
+    `upload_notes` and `sandbox_note` make the at-once view (`at_once`)."""
     shown = settings["visibility"]
     executed = graded_cells(notebook)
     prefixes = {c["cell"]: f"{c['cell']}: " for c in cells}  # a note on one cell starts with its grade id
@@ -79,29 +100,42 @@ def results(row: dict, cells: list[dict], *, notebook, settings: dict, seconds: 
         tests.append({"name": c["cell"], "score": score, "max_score": c["max_score"],
                       "status": "passed" if score >= c["max_score"] else "failed", "output": output,
                       "visibility": shown["cells"]})
-    summary = [f"{found}: {STATUS.get(row['status'], row['status'])}", *general]
-    if sandbox_note:
-        summary.append(sandbox_note)
-    tests.append({"name": "Submission", "status": "passed" if row["status"] == "ok" else "failed",
-                  "output": "\n".join(summary), "visibility": shown["status"]})
-    if shown["cells"] != "visible":
-        summary.append(f"Your score and each graded cell's result are shown {WHEN[shown['cells']]}.")
-    return {"score": float(row["score"]), "execution_time": round(seconds), "output": "\n".join(summary),
-            "output_format": "text", "test_output_format": "text", "test_name_format": "text",
-            "visibility": shown["cells"], "stdout_visibility": shown["stdout"], "tests": tests}
+    status = [f"{STATUS.get(row['status'], row['status'])} ({seconds:.0f} s)", *general]
+    tests.append({"name": "Status", "status": "passed" if row["status"] == "ok" else "failed",
+                  "output": "\n".join(status), "visibility": shown["cells"]})
+    view = at_once(found, notes=list(upload_notes), settings=settings, sandbox_note=sandbox_note, graded=graded)
+    tests.append({"name": "Submission", "status": "passed" if graded else "failed", "output": view,
+                  "visibility": shown["status"]})
+    return {"score": float(row["score"]), "output": view, "output_format": "text", "test_output_format": "text",
+            "test_name_format": "text", "visibility": shown["cells"], "stdout_visibility": shown["stdout"],
+            "tests": tests}
+
+
+def ungraded_row(cells: list[dict], status: str, notes: list[str] = ()) -> dict:
+    """A row with 0 in every graded cell: a submission not graded, or whose grading did not finish."""
+    return {"status": status, "score": 0.0, "notes": list(notes),
+            "cells": {f"{c['notebook']}:{c['cell']}": 0.0 for c in cells}}
 
 
 def not_graded(message: str, cells: list[dict], *, notes: list[str], settings: dict, seconds: float) -> dict:
     """results.json of a submission that was not graded (no notebook, several, a link): 0 points
-    in each graded cell and `message` with `notes`, visible as the Submission line."""
-    row = {"status": "no notebook", "score": 0.0, "notes": list(notes),
-           "cells": {f"{c['notebook']}:{c['cell']}": 0.0 for c in cells}}
-    return results(row, cells, notebook=None, settings=settings, seconds=seconds, found=message)
+    in each graded cell and `message` with `notes`, visible at once (known before anything ran)."""
+    return results(ungraded_row(cells, "no notebook"), cells, notebook=None, settings=settings, seconds=seconds,
+                   found=message, upload_notes=notes, graded=False)
 
 
-def error_results(message: str, seconds: float = 0.0) -> dict:
-    """results.json when the grader itself failed: a clear message, never its traceback."""
-    return {"score": 0.0, "execution_time": round(seconds), "output_format": "text", "tests": [],
+def at_once_view(data: dict) -> dict:
+    """What of a results.json a student sees before the due date: the top level but the score (hidden
+    while any test is) and the execution time, and the tests shown at once."""
+    view = {k: v for k, v in data.items() if k not in ("score", "execution_time", "tests")}
+    view["tests"] = [t for t in data.get("tests", []) if t.get("visibility", data.get("visibility")) == "visible"]
+    return view
+
+
+def error_results(message: str) -> dict:
+    """results.json when the grader itself failed before a notebook was found: a clear message,
+    never its traceback (nothing of an upload has run, so nothing in it depends on one)."""
+    return {"score": 0.0, "output_format": "text", "tests": [],
             "output": f"This submission could not be graded: the autograder itself failed ({message}), not your "
                       "notebook. Your instructor can see why and will regrade it."}
 

@@ -26,9 +26,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 KERNEL_SIDE = ("checker.py", "protocol.py", "report.py", "compare.py", "recognition.py", "suite_api.py", "runner.py",
-               "trial.py", "limits.py", "practice.py", "nbgrader_cli.py", "student_view.py")
+               "trial.py", "limits.py", "practice.py", "nbgrader_cli.py", "student_view.py", "confine.py")
 # a kit: no hidden check, no grading run
-PRACTICE_SIDE = tuple(n for n in KERNEL_SIDE if n not in ("checker.py", "protocol.py", "nbgrader_cli.py"))
+PRACTICE_SIDE = tuple(n for n in KERNEL_SIDE if n not in ("checker.py", "protocol.py", "nbgrader_cli.py", "confine.py"))
 GRADER_ONLY = ("make_inputs", "truth", "truth_inputs")
 INIT = '"""What student code may see of the grader: the checker, the runner, the comparison, the harnesses."""\n'
 HARNESS_INIT = '"""How each graded function is called: the suites without their case generators and truths."""\n'
@@ -78,7 +78,7 @@ def sandbox_autograder() -> Path:
         return folder / "autograder"
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".autograder-", dir=folder.parent))
-    tmp.chmod(0o755)  # mkdtemp's 0700 would shut out a submission run as another user (AUTOGRADER_SANDBOX=user:NAME)
+    tmp.chmod(0o755)  # mkdtemp's 0700 would shut out a submission run as another user (AUTOGRADER_SANDBOX=user)
     write_kernel_side(tmp, suites)
     try:
         os.rename(tmp, folder)

@@ -17,9 +17,16 @@ While grading, the judge is a `JudgeServer` on a unix socket outside the submiss
   graded check, since nbgrader runs each cell once). A submission that calls a check itself
   first uses up that answer; every call beyond is refused at once, so reading the reports over
   many calls is not possible: one report per graded check carries a few bits per case, no more;
-- one request at a time, each with a deadline to arrive, and its runner joins the submission's
-  `Slot` (memory and processes over all its processes together): a call that does not wait
-  starts nothing outside the submission's limits, and nothing outlives its slot.
+- one request at a time, each with a deadline for the whole request to arrive (REQUEST_SECONDS,
+  however slowly it trickles in), and its runner joins the submission's `Slot` (memory and
+  processes over all its processes together): a call that does not wait starts nothing outside
+  the submission's limits, and nothing outlives its slot;
+- where the submission runs as unprivileged ids (AUTOGRADER_SANDBOX=user, `autograder.uids`):
+  only connections from the kernel's id (SO_PEERCRED; the socket is that id's alone), and while
+  the student's function runs on hidden inputs every process of the kernel's id is stopped, and
+  every process of the runner's id is killed before they go on: nothing of the kernel's side
+  watches the runner at work (its /proc entries), and nothing the runner started is left to
+  talk to it afterwards.
 
 One runner per submission is started ahead (`trial.ForkingRunner`: its imports done while the
 notebook runs) and forks a fresh child for each call: a hidden check then costs its cases' time,
@@ -39,7 +46,10 @@ redacted report as JSON.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import socketserver
+import struct
 import sys
 import threading
 import time
@@ -56,6 +66,7 @@ from .suite_api import SUITES, load_suite, suite_settings
 from .trial import Runner, run_cases, start_runner
 
 REQUEST_SECONDS = 30  # a client must send its whole request within this
+CLOSE_SECONDS = 60  # what closing the server waits for a call in progress (its runner is killed first)
 
 
 def judge(name: str, fn_bytes: bytes | list[bytes], hidden_dir: Path | None = None, assignment: str | None = None,
@@ -88,6 +99,8 @@ class JudgeServer:
         self.outcomes: dict[str, dict] = {}
         self.refused: Counter = Counter()
         self.seconds: dict[str, float] = {}  # of the answered calls of each suite (the grading time's breakdown)
+        self.users = slot.users if slot is not None else None  # the submission's ids, where it has its own
+        self.strangers = 0  # connections refused: not from the kernel's id
         self.runner: Runner | None = None  # a forking runner, started ahead
         self.stub = None
         self.warm: list[str] = []
@@ -98,19 +111,25 @@ class JudgeServer:
 
         class Handler(socketserver.BaseRequestHandler):
             def handle(self):
-                self.request.settimeout(REQUEST_SECONDS)
+                if outer.users is not None and peer_uid(self.request) != outer.users.kernel:
+                    outer.strangers += 1
+                    return
                 try:
-                    header, body = recv_message(self.request)
+                    header, body = recv_message(self.request, deadline=time.monotonic() + REQUEST_SECONDS)
                 except Exception:  # noqa: BLE001 - a stalled, short or oversized request: no answer
                     return
                 report = outer.answer(str(header.get("name", "?"))[:100], body)
                 try:
+                    self.request.settimeout(REQUEST_SECONDS)
                     send_message(self.request, report)
                 except OSError:
                     pass
 
         # one request at a time (no threads): a burst of calls queues up and is refused in turn
         self.server = socketserver.UnixStreamServer(str(self.socket_path), Handler)
+        if self.users is not None:  # the kernel's id alone may connect
+            os.chown(self.socket_path, self.users.kernel, self.users.kernel)
+            self.socket_path.chmod(0o600)
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
 
     def answer(self, name: str, fn_bytes: bytes) -> dict:
@@ -127,10 +146,21 @@ class JudgeServer:
         started = time.perf_counter()
         runner = self.runner if self.runner is not None and self.runner.alive() else None
         try:
+            if self.users is not None and not self.users.freeze_kernel():
+                raise RuntimeError("the kernel's processes could not all be stopped")
             report = judge(name, fn_bytes, self.hidden_dir, self.assignment, self.slot,
                            runner if stub_for_suite(name, self.assignment) == self.stub else None)
         except Exception:  # noqa: BLE001 - never let one call take the server down
             report = {"name": name, "kind": "hidden", "passed": False, "problem": "checker", "cases": []}
+        finally:
+            if self.users is not None:  # nothing of the runner's id goes on with the kernel
+                from .uids import kill_ids
+
+                left = kill_ids([self.users.runner])
+                if left:  # what the kernel could still read of them: no verdict rests on this call
+                    print(f"autograder.judge: processes of the runner's id left: {left}", file=sys.stderr)
+                    report = {"name": name, "kind": "hidden", "passed": False, "problem": "checker", "cases": []}
+                self.users.thaw_kernel()
         self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
         self._warm_up()
         self.verdicts.setdefault(name, []).append(bool(report["passed"]))
@@ -160,12 +190,22 @@ class JudgeServer:
         return self
 
     def __exit__(self, *exc):
-        self.server.shutdown()
+        # the submission's processes are gone by now (its slot closed): a call in progress ends soon
+        stopper = threading.Thread(target=self.server.shutdown, daemon=True)
+        stopper.start()
+        stopper.join(CLOSE_SECONDS)
+        if stopper.is_alive():
+            print(f"autograder.judge: a call still in progress after {CLOSE_SECONDS} s; left behind", file=sys.stderr)
         self.server.server_close()
         self.socket_path.unlink(missing_ok=True)
         if self.runner is not None:
             self.runner.close()
             self.runner = None
+
+
+def peer_uid(sock) -> int:
+    """The uid of the process at the other end of a unix socket (SO_PEERCRED: pid, uid, gid)."""
+    return struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[1]
 
 
 def outcome_of(report: dict, hidden_dir: Path | None = None) -> dict:

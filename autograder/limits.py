@@ -7,8 +7,11 @@ starts, and the judge's fresh processes that run its functions (`autograder.judg
 children holding 2 GiB each count as 6 GiB, and a judge process started by a call that does not
 wait still counts against the submission and dies with its slot (`Slot.close` kills what is
 left in the cgroups). Where no cgroup can be made, memory is watched instead: the resident memory
-of the slot's process trees, summed every 50 ms, and the trees killed above the limit
-(`Slot.kind` says which; each process also keeps an address-space limit as a backstop).
+of the slot's process trees and of every process of the submission's own ids (`Slot.users`, where
+it runs as unprivileged ids: `autograder.uids`; a double-forked daemon leaves its tree, not its
+id), summed every 50 ms, and all of them killed above the limit (`Slot.kind` says which; each
+process also keeps an address-space limit as a backstop). Closing a slot kills every process of
+its trees, of its ids and of its cgroups.
 
 `run_limited(cmd, ...)` runs one command in a slot (its own, or a shared one) with a wall-clock
 limit (its process tree is killed at the deadline), a size limit on every file it writes and on
@@ -40,6 +43,64 @@ _counter = itertools.count()
 _swept = threading.Event()
 _pending: list = []  # slot cgroups whose close gave up: `drain_pending` tries them again
 _pending_lock = threading.Lock()
+
+
+class Proc(NamedTuple):
+    """One process as /proc shows it: parent, uids, resident memory in KiB, state letter."""
+
+    ppid: int
+    uids: tuple[int, ...]
+    rss_kib: int
+    state: str
+
+
+_PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+_root_owned: dict[tuple[int, str], tuple[int, ...]] = {}  # (pid, start time): uids read from its status
+
+
+def proc_table() -> dict[int, Proc]:
+    """Every process of the machine: /proc/<pid>/stat (parent, state, memory) and its folder's owner,
+    which is the process's effective uid, except for a process that is not dumpable, whose folder
+    root owns: its uids (real, effective, saved, file system) are read from its status, once per
+    process (by pid and start time). (A process that root started and that changes its uid without
+    exec keeps what was first read here: the slots count those by their tree.)"""
+    out, seen = {}, set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        try:
+            fields = _read(f"/proc/{pid}/stat").rsplit(b")", 1)[1].split()
+            owner = entry.stat().st_uid
+        except (OSError, IndexError):
+            continue
+        uids: tuple[int, ...] = (owner,)
+        if owner == 0:
+            key = (pid, fields[19].decode())
+            seen.add(key)
+            if key not in _root_owned:
+                try:
+                    line = next(x for x in _read(f"/proc/{pid}/status").split(b"\n") if x.startswith(b"Uid:"))
+                    _root_owned[key] = tuple(int(u) for u in line.split()[1:])
+                except (OSError, StopIteration, ValueError):
+                    continue
+            uids = _root_owned[key]
+        try:
+            out[pid] = Proc(int(fields[1]), uids, int(fields[21]) * _PAGE_KIB, fields[0].decode())
+        except (IndexError, ValueError):
+            continue
+    for key in [k for k in _root_owned if k not in seen]:  # gone: forget them
+        _root_owned.pop(key, None)
+    return out
+
+
+def _read(path: str) -> bytes:
+    """The first 4 KiB of a /proc file (os.read: a third of a Python file object's cost here)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.read(fd, 4096)
+    finally:
+        os.close(fd)
 
 
 def _start_time(pid: int) -> str | None:
@@ -235,10 +296,13 @@ class Slot:
 
     `kind` is {"memory": "cgroup" | "watch" | "none", "processes": "cgroup" | "rlimit" | "none"}:
     a pids cgroup where one can be made, else RLIMIT_NPROC (which counts every process of the
-    user, and does not bind root)."""
+    user, and does not bind root; the unprivileged ids of `users` each have it).
 
-    def __init__(self, memory_bytes: int | None = None, max_processes: int | None = MAX_PROCESSES):
-        self.memory_bytes, self.max_processes = memory_bytes, max_processes
+    `users`: the submission's unprivileged ids (`autograder.uids.Users`: `uids`, `kill()`), whose
+    every process the slot counts and kills, wherever it was reparented."""
+
+    def __init__(self, memory_bytes: int | None = None, max_processes: int | None = MAX_PROCESSES, users=None):
+        self.memory_bytes, self.max_processes, self.users = memory_bytes, max_processes, users
         if not _swept.is_set():  # once per process: what a killed grading left behind
             _swept.set()
             for controller in ("memory", "pids"):
@@ -252,7 +316,7 @@ class Slot:
             self.processes.limit(max_processes)
         self.kind = {"memory": "cgroup" if self.memory else ("watch" if memory_bytes else "none"),
                      "processes": "cgroup" if self.processes else
-                     ("rlimit" if max_processes and os.getuid() != 0 else "none")}
+                     ("rlimit" if max_processes and (os.getuid() != 0 or users is not None) else "none")}
         self._roots: set[int] = set()
         self._watch_hit = False
         self._lock = threading.Lock()
@@ -299,28 +363,42 @@ class Slot:
             out.add("processes")
         return out
 
-    def _watch(self) -> None:
-        """Without a memory cgroup: kill the slot's trees when their resident memory sums above the limit."""
-        page = os.sysconf("SC_PAGE_SIZE")
-        while not self._closed.wait(0.05):
-            with self._lock:
-                roots = set(self._roots)
-            if not roots:
-                continue
-            tree = _descendants(roots)
-            rss = sum(_rss_pages(pid) for pid in tree) * page
-            if rss > self.memory_bytes:
-                self._watch_hit = True
-                for pid in tree:
-                    _kill(pid)
-
-    def close(self) -> None:
-        """Kill everything left in the slot and remove its cgroups."""
-        self._closed.set()
+    def members(self, table: dict[int, Proc] | None = None) -> set[int]:
+        """The slot's processes now: its trees, and every process of its ids."""
+        table = proc_table() if table is None else table
         with self._lock:
             roots = set(self._roots)
-        for pid in _descendants(roots) if roots else []:
+        out = _descendants(roots, table) if roots else set()
+        if self.users is not None:
+            ids = set(self.users.uids)
+            out |= {pid for pid, p in table.items() if ids.intersection(p.uids)}
+        return out
+
+    def _watch(self) -> None:
+        """Without a memory cgroup: kill the slot's processes when their resident memory sums above the limit."""
+        while not self._closed.wait(0.05):
+            table = proc_table()
+            members = self.members(table)
+            if sum(table[pid].rss_kib for pid in members if pid in table) * 1024 > self.memory_bytes:
+                self._watch_hit = True
+                for pid in members:
+                    _kill(pid)
+                if self.users is not None:
+                    with self._lock:
+                        roots = set(self._roots)
+                    self.users.kill(patience=0.0, keep=roots)
+
+    def close(self) -> None:
+        """Kill everything left in the slot (its trees, every process of its ids) and remove its cgroups."""
+        self._closed.set()
+        for pid in self.members():
             _kill(pid)
+        if self.users is not None:
+            with self._lock:
+                roots = set(self._roots)
+            left = self.users.kill(keep=roots)
+            if left:
+                print(f"autograder.limits: processes of {self.users} left after 10 s: {left}", file=sys.stderr)
         for group in (self.memory, self.processes):
             if group is not None:
                 group.close()
@@ -339,16 +417,11 @@ def _owner(proc: Path) -> int | None:
         return None
 
 
-def _descendants(roots: set[int]) -> set[int]:
-    """`roots` and every process below them (by parent pid), as /proc shows them now."""
+def _descendants(roots: set[int], table: dict[int, Proc] | None = None) -> set[int]:
+    """`roots` and every process below them (by parent pid), as /proc shows them now (or `table`)."""
     children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
+    for pid, p in (proc_table() if table is None else table).items():
+        children.setdefault(p.ppid, []).append(pid)
     out, stack = set(), list(roots)
     while stack:
         pid = stack.pop()
@@ -356,13 +429,6 @@ def _descendants(roots: set[int]) -> set[int]:
             out.add(pid)
             stack += children.get(pid, [])
     return out
-
-
-def _rss_pages(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/statm").read_text().split()[1])
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 # ---------------------------------------------------------------- one limited run
@@ -385,6 +451,7 @@ class Running:
                  stdout_path: Path | None, stderr: str, stdin: bool, stdout_pipe: bool = False):
         self.own = slot is None
         self.slot = Slot(memory_bytes, max_processes) if self.own else slot
+        self.users = None  # ids this run holds alone (`autograder.uids.Users`), released when it closes
         self.file_bytes, self.stderr = file_bytes, stderr
         self.before = self.slot.hit()
         self.tmp = tempfile.TemporaryDirectory(prefix="course-run-")
@@ -435,6 +502,8 @@ class Running:
         self.tmp.cleanup()
         if self.own:
             self.slot.close()
+        if self.users is not None:
+            self.users.release()
 
 
 def start_limited(cmd: list[str], *, memory_bytes: int | None = None, slot: Slot | None = None,

@@ -14,6 +14,11 @@ With `--serve LIMIT` it answers one payload after another, each in a child forke
 (`serve`): the judge starts one per submission ahead of time, so a hidden check costs its cases'
 time, not an interpreter's start, and still runs in a process of its own.
 
+With `--confine SPEC` (AUTOGRADER_SANDBOX=user: it is started as root, outside any sandbox, and
+never runs student code itself) each payload's process first becomes the submission's runner id
+and confines itself (`autograder.confine`: no socket, no file written anywhere, its reads limited
+to what bubblewrap would show) before it reads the payload.
+
 It never sees expected values, and while grading it runs where the references of the open
 assignments do not exist: its `course_lib` is a stubbed copy (`autograder.stubs`, bound over the
 repository's by the sandbox). The tripwire stays for runs without the sandbox: before the
@@ -27,6 +32,7 @@ which the judge discards.
 from __future__ import annotations
 
 import io
+import json
 import os
 import sys
 
@@ -109,12 +115,12 @@ def _read_exact(fd: int, n: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def serve(result_fd: int, limit: int) -> int:
+def serve(result_fd: int, limit: int, confine: dict | None = None) -> int:
     """`--serve`: answer payloads one after the other, each in a child forked from this process
     (so each call still runs in a fresh copy of a process that never ran student code, without
-    paying the imports again). Frames on stdin and on `result_fd`: 8 bytes of length, then the
-    bytes; an answer of length 0 means the child gave nothing (it crashed, or wrote more than
-    `limit` bytes)."""
+    paying the imports again), which first enters `confine` when given. Frames on stdin and on
+    `result_fd`: 8 bytes of length, then the bytes; an answer of length 0 means the child gave
+    nothing (it crashed, could not be confined, or wrote more than `limit` bytes)."""
     import struct
     import signal
 
@@ -133,6 +139,10 @@ def serve(result_fd: int, limit: int) -> int:
             os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # the next payloads are not the child's to read
             os.setpgid(0, 0)  # its own process group, which the parent ends with it
             try:
+                if confine is not None:
+                    from .confine import enter
+
+                    enter(confine)
                 data = results_of(payload)
                 with os.fdopen(write_end, "wb") as f:
                     f.write(data)
@@ -184,8 +194,13 @@ def main() -> int:
     import autograder.suite_api  # noqa: F401
     import course_lib  # noqa: F401 - the stubbed copy, whose names the tripwire replaces
 
+    confine = json.loads(args[args.index("--confine") + 1]) if "--confine" in args else None
     if "--serve" in args:
-        return serve(result_fd, int(args[args.index("--serve") + 1]))
+        return serve(result_fd, int(args[args.index("--serve") + 1]), confine)
+    if confine is not None:
+        from .confine import enter
+
+        enter(confine)
     data = results_of(sys.stdin.buffer.read())
     with os.fdopen(result_fd, "wb") as f:
         f.write(data)

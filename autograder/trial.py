@@ -13,6 +13,7 @@ Used by the judge (hidden cases, `autograder.judge`), by `make check` (practice 
 from __future__ import annotations
 
 import io
+import json
 import os
 import sys
 import time
@@ -104,18 +105,33 @@ def start_runner(*, package: str, course_lib: Path | None = None, sandbox: bool 
     env["HF_HUB_OFFLINE"] = "1"
     cmd = [sys.executable, "-m", "autograder.runner"] + (["--warm", ",".join(warm)] if warm else []) \
         + (["--serve", str(RUNNER_OUTPUT)] if forking else [])
-    unsandboxed = False
+    unsandboxed, cwd, users = False, root, None
     if sandbox:
-        from .sandbox import sandbox_available, sandboxed, unsandboxed_env
+        from .sandbox import sandbox_available, sandbox_kind, sandboxed, unsandboxed_env, user_path, user_spec
 
-        if sandbox_available():
+        if sandbox_kind() == "user":
+            # started as root, confined per payload as the submission's runner id (`autograder.runner`),
+            # in the stub's folder: `-m` puts the working folder first on the path, and the repository's
+            # `autograder` must not be importable there
+            if slot is None or slot.users is None:
+                from .uids import allocate
+
+                users = allocate()
+                slot = Slot(RUNNER_MEMORY, processes, users=users)
+            package = HARNESSES if package == SUITES else package
+            spec = user_spec(slot.users.runner, "runner", course_lib=course_lib, hide=list(hide))
+            cmd += ["--confine", json.dumps(spec)]
+            env["PYTHONPATH"], cwd = user_path(course_lib), Path(course_lib).resolve().parent
+        elif sandbox_available():
             package = HARNESSES if package == SUITES else package  # a sandbox sees the suites' harnesses only
             cmd = sandboxed(cmd, course_lib=course_lib, hide=list(hide))
         else:
             env, unsandboxed = unsandboxed_env(env, course_lib), True
-    running = start_limited(cmd, slot=slot, memory_bytes=RUNNER_MEMORY, address_space=RUNNER_MEMORY, cwd=root,
+    running = start_limited(cmd, slot=slot, memory_bytes=RUNNER_MEMORY, address_space=RUNNER_MEMORY, cwd=cwd,
                             env=env, stderr="discard", max_processes=processes, file_bytes=RUNNER_OUTPUT,
                             stdout_pipe=forking)
+    if users is not None:  # a slot of its own, with ids of its own: both end with the runner
+        running.own, running.users = True, users
     return (ForkingRunner if forking else Runner)(running, package, unsandboxed)
 
 

@@ -521,7 +521,7 @@ def test_the_kernel_side_imports_only_the_kernel_side():
     side = {n[:-3] for n in KERNEL_SIDE}
     # imported only on paths a kit never takes: a sandbox asked for; `make check` in the repository; the
     # stubbed names of an assignment (a kit and a runner read the tripwire only)
-    allowed = {"trial.py": {"sandbox"}, "practice.py": {"assignments", "cases", "stubs"},
+    allowed = {"trial.py": {"sandbox", "uids"}, "practice.py": {"assignments", "cases", "stubs"},
                "student_view.py": {"assignments"}}
     for name in KERNEL_SIDE:
         for node in ast.walk(ast.parse((ROOT / "autograder" / name).read_text(encoding="utf-8"))):

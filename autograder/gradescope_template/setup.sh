@@ -17,7 +17,6 @@ trap 'status=$?; echo "setup.sh: line $LINENO failed (exit $status): $BASH_COMMA
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
 SOURCE="$ROOT/source"
 VENV="$ROOT/venv"
-STUDENT_USER="@STUDENT_USER@"
 TORCH_INDEX="${AUTOGRADER_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"
 
 if [ "${AUTOGRADER_SETUP_APT:-1}" != 0 ]; then
@@ -26,7 +25,7 @@ if [ "${AUTOGRADER_SETUP_APT:-1}" != 0 ]; then
     apt-get install -y --no-install-recommends python3.11 python3.11-venv util-linux passwd
     # the sandbox, where the container lets it make namespaces (run_autograder tries it per submission)
     apt-get install -y --no-install-recommends bubblewrap \
-        || echo "setup.sh: no bubblewrap: submissions will run as the user $STUDENT_USER"
+        || echo "setup.sh: no bubblewrap: submissions will run as unprivileged ids"
 fi
 
 if ! PYTHON="$(command -v python3.11)"; then
@@ -43,8 +42,8 @@ PIP=("$VENV/bin/python" -m pip install --no-cache-dir --disable-pip-version-chec
 "${PIP[@]}" -r "$SOURCE/requirements.lock"
 "$VENV/bin/python" -m pip check --disable-pip-version-check
 
-# where bubblewrap cannot run, the notebook and the judge's processes run as this user
-id -u "$STUDENT_USER" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$STUDENT_USER"
+# where bubblewrap cannot run, each submission runs as numeric ids of its own (40000-49999, no
+# passwd entry, none to create here: autograder/uids.py)
 
 # the stubbed course_lib and the sandbox's copy of autograder, built once for every submission;
 # this also fails the build here if the environment cannot grade
