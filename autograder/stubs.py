@@ -196,7 +196,7 @@ def cached_tree(names: list[Graded]) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
     write_stubbed(tmp, names)
-    # readable by a submission run as another user (AUTOGRADER_SANDBOX=user:NAME), whatever the modes
+    # readable by a submission run as unprivileged ids (AUTOGRADER_SANDBOX=user), whatever the modes
     # of mkdtemp (0700) and of the folder copied
     for made in (tmp, tmp / "course_lib"):
         made.chmod(0o755)
