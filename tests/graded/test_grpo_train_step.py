@@ -348,16 +348,18 @@ def test_a_mistake_summed_with_another_thread_count_is_still_named():
     mistake's tree now holds that run in its spread (`autograder.signatures.mistake_tree`): every
     mistake run with the other thread count is named."""
     from autograder.cases import make_suite_cases
-    from autograder.recognition import recognise
-    from autograder.signatures import mistake_results, other_thread_count, torch_threads
+    from autograder.recognition import names, recognise
+    from autograder.signatures import mistake_results, other_thread_count, passed_cases, torch_threads
     from autograder.suite_api import suite_settings
 
     data = make_suite_cases(SUITE, 32)
+    errors = [case["name"] for case in data["cases"] if case.get("error_case")]
     with torch_threads(other_thread_count()):
         for name in data["mistakes"]:
             seen = mistake_results(suite, catalogue(SUITE)[name].source, data["cases"])
-            named = [m["name"] for m in recognise(seen, data["mistakes"], suite_settings(suite))]
-            assert name in named, f"{name}, run with {torch.get_num_threads()} threads, is not named"
+            named = [n for m in recognise(seen, data["mistakes"], suite_settings(suite), error_cases=errors,
+                                          passed=passed_cases(suite, seen, data["cases"])) for n in names(m)]
+            assert name in named, f"{name}, run with {torch.get_num_threads()} threads, is not named (named: {named})"
 
 
 # ---------------------------------------------------------------- the notebook's visible checks
