@@ -110,21 +110,27 @@ def probe(uid: int, role: str, given: Path, shared: Path) -> dict:
     return confined(uid, role, code, write=[str(given)] if role == "kernel" else [])
 
 
+def probe_beside_a_shared_file(uid: int, role: str, place: Path) -> dict:
+    """`probe` as `uid` in `role`, given a folder of its own (place/given) and a world-writable
+    file in /tmp, removed afterwards."""
+    given = place / "given"
+    given.mkdir()
+    os.chown(given, uid, uid)
+    shared = Path("/tmp") / f"course-shared-{os.getpid()}"
+    shared.write_text("")
+    shared.chmod(0o666)
+    try:
+        return probe(uid, role, given, shared)
+    finally:
+        shared.unlink()
+
+
 def test_the_runner_writes_nothing_anywhere_and_opens_no_socket(users, place):
     """The runner's role, even with a folder of its own and a world-writable file at hand: every
     way of leaving a mark is refused, and it cannot make itself dumpable again."""
     from autograder.confine import landlock_abi
 
-    given = place / "given"
-    given.mkdir()
-    os.chown(given, users.runner, users.runner)
-    shared = Path("/tmp") / f"course-shared-{os.getpid()}"
-    shared.write_text("")
-    shared.chmod(0o666)
-    try:
-        seen = probe(users.runner, "runner", given, shared)
-    finally:
-        shared.unlink()
+    seen = probe_beside_a_shared_file(users.runner, "runner", place)
     refused = ["write /tmp", "append a world-writable file", "truncate it", "touch it", "give it an attribute",
                "mkdir /tmp", "tcp socket", "unix socket", "write the folder given", "inotify"]
     assert all(seen[k] != "done" for k in refused), seen
@@ -137,16 +143,7 @@ def test_the_runner_writes_nothing_anywhere_and_opens_no_socket(users, place):
 def test_the_kernel_writes_its_folder_only_and_opens_no_tcp_socket(users, place):
     from autograder.confine import landlock_abi
 
-    given = place / "given"
-    given.mkdir()
-    os.chown(given, users.kernel, users.kernel)
-    shared = Path("/tmp") / f"course-shared-{os.getpid()}"
-    shared.write_text("")
-    shared.chmod(0o666)
-    try:
-        seen = probe(users.kernel, "kernel", given, shared)
-    finally:
-        shared.unlink()
+    seen = probe_beside_a_shared_file(users.kernel, "kernel", place)
     assert seen["write the folder given"] == "done" and seen["unix socket"] == "done", seen
     assert seen["tcp socket"] != "done" and seen["inotify"] != "done" and seen["seccomp"] == "2", seen
     if landlock_abi():  # no /tmp and no repository in its view
