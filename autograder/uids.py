@@ -226,7 +226,10 @@ def signal_id(uid: int, sig: int) -> None:
             pass
         finally:
             os._exit(0)
-    os.waitpid(pid, 0)
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:  # another thread's `reap` took it: once a zombie of `uid`, it had sent its signal
+        pass
 
 
 def kill_ids(uids, patience: float = 10.0, keep=()) -> list[int]:
