@@ -16,10 +16,10 @@ $(STAMP): requirements-cpu.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-# Two workers (pytest-xdist): 31 minutes (1867 s, 1620 tests) on 2 cores in the last fresh-clone run (setup aside;
-# `bash .ci/run` took 2050 s in all), above the 25 it should take: 609 s of it the browser test waiting out its
-# deadline (its completion check is fixed since); the run before took 1775 s. The 15 slowest tests are listed with
-# their times at the end; `pytest -m "not slow" tests` leaves out the slow ones.
+# Two workers (pytest-xdist): 50 minutes (3020 s, 1898 tests) on 2 cores in the last fresh-clone run (setup aside;
+# other work shared the machine, load average 3 to 5), well above the 25 it should take; the slowest test alone,
+# the blind set's several draws, took 490 s. The 15 slowest tests are listed with their times at the end;
+# `pytest -m "not slow" tests` leaves out the slow ones.
 test: setup
 	$(PY) -m pytest -n 2 --durations=15 tests
 
