@@ -1,6 +1,7 @@
 """The catalogue of known mistakes: for each graded function, the realistic ways students get it wrong.
 
-`autograder/mistakes/<suite>.py` holds one suite's catalogue, in this shape (`compute_grpo_clip_loss`):
+A graded function's grader.py (`autograder/graded/<suite>/grader.py`) holds its catalogue next to
+its correct versions, in this shape (`compute_grpo_clip_loss`):
 
     MISTAKES = {
         "ratio_inverted": Mistake(
@@ -12,14 +13,15 @@
 Each mistake has a public name (the key: an identifier), one sentence a student reads, the code
 that makes it (a notebook cell defining the graded function, often a correct version with one
 edit: `edited`) and the hidden cases it must fail on every draw. Both the tests
-(`tests/graded/test_<suite>.py`: each mistake loses points, and the judge names it) and the case
+(`tests/test_graded.py`: each mistake loses points, and the judge names it) and the case
 generator (`autograder.signatures`: each mistake's outputs on each case, so that the judge can
 recognise it in a student's failing function) read it.
 
 Names and sentences are public: the judge shows them to a student whose function behaves as the
-mistake does. The code is grader-only: this package is never copied into a student kit or the
-grading sandbox (`autograder.harness` copies its KERNEL_SIDE modules only; `autograder.kit`'s leak
-check proves that no line of a mistake's code is in a kit).
+mistake does. The code is grader-only: neither grader.py nor this module is ever copied into a
+student kit or the grading sandbox (`autograder.harness` copies the KERNEL_SIDE modules and the
+folders' harnesses only; `autograder.kit`'s leak check proves that no line of a mistake's code is
+in a kit).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+FOLDERS = Path(__file__).resolve().parent / "graded"  # one per graded function
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 SENTENCE_CHARS = 200  # one sentence a student reads, not a paragraph
 
@@ -91,19 +93,19 @@ def function_from(source: str, name: str):
 
 
 def has_catalogue(suite: str) -> bool:
-    return (HERE / f"{suite}.py").is_file()
+    return (FOLDERS / suite / "grader.py").is_file()
 
 
 def catalogue(suite: str) -> dict[str, Mistake]:
-    """The known mistakes of `suite` ({} when it has no catalogue), checked against the rules of
+    """The known mistakes of `suite` ({} when it has no grader.py), checked against the rules of
     this module's docstring."""
     if not has_catalogue(suite):
         return {}
-    mistakes = getattr(importlib.import_module(f"{__name__}.{suite}"), "MISTAKES", None)
+    mistakes = getattr(importlib.import_module(f"autograder.graded.{suite}.grader"), "MISTAKES", None)
     if not isinstance(mistakes, dict):
-        raise CatalogueError(f"autograder/mistakes/{suite}.py must define MISTAKES = {{name: Mistake(...)}}")
+        raise CatalogueError(f"autograder/graded/{suite}/grader.py must define MISTAKES = {{name: Mistake(...)}}")
     for name, m in mistakes.items():
-        where = f"autograder/mistakes/{suite}.py, mistake {name!r}"
+        where = f"autograder/graded/{suite}/grader.py, mistake {name!r}"
         if not isinstance(name, str) or not NAME.match(name):
             raise CatalogueError(f"{where}: a name is an identifier (letters, digits, underscores)")
         if not isinstance(m, Mistake):
@@ -117,5 +119,5 @@ def catalogue(suite: str) -> dict[str, Mistake]:
 
 
 def catalogue_files() -> list[str]:
-    """The suites that have a catalogue module."""
-    return sorted(p.stem for p in HERE.glob("*.py") if not p.name.startswith("_"))
+    """The suites whose folder has a grader.py (and so a catalogue)."""
+    return sorted(p.parent.name for p in FOLDERS.glob("*/grader.py") if not p.parent.name.startswith("_"))

@@ -16,8 +16,8 @@ the draws differ from grading, so a hidden failure is never a surprise about the
 In a student kit the practice cases are files (`practice/NN/<suite>.pt`, made when the kit was
 built: the only place expected values live there, beside the known mistakes' outputs on the same
 public inputs, their names and sentences, never their code) and each suite is its harness alone
-(`autograder/harness/`: how a function is called, without how hidden inputs are drawn). In the
-repository they are generated from `autograder/suites/` and `course_lib` into
+(`autograder/graded/<suite>/__init__.py`: how a function is called, without how hidden inputs are
+drawn). In the repository they are generated from `autograder/graded/` and `course_lib` into
 `build/practice/` (git-ignored), and your function runs where the references of the open
 assignments are stubs, as when graded.
 """

@@ -34,8 +34,9 @@ CASE_ERRORS = ("not loaded", "unusable", "reference")
 
 class Runner:
     """A runner process started ahead of its cases (`start_runner`): its imports done, it waits
-    for its payload on stdin. `package` is where it finds the suites (a sandbox sees only their
-    harnesses); `unsandboxed` says it runs without bubblewrap."""
+    for its payload on stdin. `package` is the view of the suites it loads (`suite_api.SUITES`, or
+    HARNESSES in a sandbox, which holds the harnesses only); `unsandboxed` says it runs without
+    bubblewrap."""
 
     def __init__(self, running, package: str, unsandboxed: bool):
         self.running, self.package, self.unsandboxed = running, package, unsandboxed
