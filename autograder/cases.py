@@ -47,6 +47,7 @@ from .suite_api import load_suite, run_case
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent
 HIDDEN_DIR = Path(os.environ.get("AUTOGRADER_HIDDEN_DIR", HERE / "hidden"))
+SEEDED_DIR = REPO_ROOT / "build" / "cases"  # cases drawn with a public seed (git-ignored): `seeded_cases`
 CASE_DRAWS = 5  # draws of a suite's inputs before a near-tie is a bug of the suite
 
 
@@ -207,3 +208,13 @@ def ensure_cases(name: str, hidden_dir: Path | None = None, seed: int | None = N
         if not _fresh(name, hidden_dir):
             save_cases(make_suite_cases(name, secrets.randbits(63) if seed is None else seed), case_path(name, hidden_dir))
     return case_path(name, hidden_dir)
+
+
+def seeded_cases(name: str, seed: int) -> dict:
+    """The cases of suite `name` drawn with the public `seed`, with the known mistakes' signatures,
+    made once per fingerprint into `SEEDED_DIR/seed<seed>/` (`ensure_cases`' lock: once for every
+    process that asks): the practice cases of `make check` in the repository and of the kits, and
+    the first draw of the tests' many-draws check, share them."""
+    folder = SEEDED_DIR / f"seed{seed}"
+    ensure_cases(name, folder, seed=seed)
+    return load_cases(name, folder)

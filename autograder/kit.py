@@ -67,23 +67,18 @@ def notebook_suites(assignment: str) -> dict[str, str]:
     return {n: load_suite(n).GRADED for n in names}
 
 
-_PRACTICE: dict[tuple[str, int], dict] = {}
-
-
 def practice_cases(suite: str, seed: int) -> dict:
-    """A suite's practice cases for `seed` (computed once per process: kits of later assignments
-    hold the same files for the same notebooks)."""
-    from .cases import make_suite_cases
+    """A suite's practice cases for `seed` (made once per fingerprint, `autograder.cases.seeded_cases`:
+    kits of later assignments hold the same files for the same notebooks), as a kit holds them."""
+    from .cases import seeded_cases
 
-    if (suite, seed) not in _PRACTICE:
-        data = make_suite_cases(suite, seed)
-        _PRACTICE[(suite, seed)] = {"suite": suite, "graded": data["graded"], "seed": seed,
-                                    "cases": [{"name": c["name"], "inputs": c["inputs"], "expected": c["expected"],
-                                               "error_case": c["error_case"]} for c in data["cases"]],
-                                    # names, sentences and outputs on these public inputs: no mistake's code
-                                    "mistakes": {name: {k: m[k] for k in ("sentence", "signature", "untold", "returned", "covers")}
-                                                 for name, m in data["mistakes"].items()}}
-    return _PRACTICE[(suite, seed)]
+    data = seeded_cases(suite, seed)
+    return {"suite": suite, "graded": data["graded"], "seed": seed,
+            "cases": [{"name": c["name"], "inputs": c["inputs"], "expected": c["expected"],
+                       "error_case": c["error_case"]} for c in data["cases"]],
+            # names, sentences and outputs on these public inputs: no mistake's code
+            "mistakes": {name: {k: m[k] for k in ("sentence", "signature", "untold", "returned", "covers")}
+                         for name, m in data["mistakes"].items()}}
 
 
 def write_course_lib(dest: Path, assignment: str) -> Path:

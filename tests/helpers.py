@@ -275,14 +275,16 @@ def check_many_draws(suite: str, draws: int | None = None, named_draws: int | No
     (`autograder.signatures.references_hidden`: a reference the judge hides raises here too). Cases
     are compared first without their rounding bounds (tighter) and made again with them only where
     a version fails or a mistake fails a case it names (`autograder.cases.bounded_case`): the
-    verdicts of grading's cases at the cost of the cases without bounds."""
-    from autograder.cases import bounded_case, make_suite_cases
+    verdicts of grading's cases at the cost of the cases without bounds. The first draw is the
+    practice draw (`seeded_cases`, made once for the kits, `make check` and this check: its
+    signatures are read from it)."""
+    from autograder.cases import bounded_case, make_suite_cases, seeded_cases
     from autograder.compare import compare
     from autograder.mistakes import catalogue
     from autograder.recognition import names as names_of
     from autograder.recognition import recognise
     from autograder.signatures import draw_signatures, fails, mistake_results, passed_cases
-    from autograder.suite_api import load_suite, run_case, suite_settings
+    from autograder.suite_api import PRACTICE_SEED, load_suite, run_case, suite_settings
 
     module = load_suite(suite)
     draws = getattr(module, "DRAWS", 40) if draws is None else draws
@@ -301,7 +303,9 @@ def check_many_draws(suite: str, draws: int | None = None, named_draws: int | No
     mistakes = catalogue(suite)
     failures, together = [], set()
     for seed in range(draws):
-        cases = make_suite_cases(suite, seed, mistakes=False, bounds=seed < named_draws)["cases"]
+        shared = seeded_cases(suite, seed) if seed == PRACTICE_SEED and seed < named_draws else None
+        cases = shared["cases"] if shared else make_suite_cases(suite, seed, mistakes=False,
+                                                                bounds=seed < named_draws)["cases"]
         bounded = {} if seed >= named_draws else {case["name"]: case for case in cases}
 
         def graded(case):  # the case as grading makes it
@@ -316,7 +320,11 @@ def check_many_draws(suite: str, draws: int | None = None, named_draws: int | No
                     failures.append(f"seed {seed}, {case['name']}, {label}: {problems}")
         by_name = {case["name"]: case for case in cases}
         if seed < named_draws:  # every mistake on every case, its signature, and recognition
-            signatures, results = draw_signatures(suite, module, cases)
+            if shared:
+                signatures = shared["mistakes"]
+                results = {label: mistake_results(module, mistakes[label].source, cases) for label in signatures}
+            else:
+                signatures, results = draw_signatures(suite, module, cases)
             errors = [case["name"] for case in cases if case.get("error_case")]
             for label in results:
                 groups = [names_of(m) for m in recognise(results[label], signatures, settings, error_cases=errors,

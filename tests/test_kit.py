@@ -185,9 +185,18 @@ print(json.dumps(out))
 # ---------------------------------------------------------------- the kit of every assignment
 @pytest.fixture(scope="module")
 def kits(tmp_path_factory):
-    """The kit (folder and zip) of every assignment, built once for this module."""
+    """kits(NN): the kit (folder and zip) of assignment NN, built once per worker when a test first
+    asks for it (a worker builds the kits of the tests it runs; their practice cases are made once,
+    `autograder.cases.seeded_cases`)."""
     root = tmp_path_factory.mktemp("kits")
-    return {a: build_kit(a, root / f"kit{a}") for a in ASSIGNMENTS}
+    built = {}
+
+    def kit(assignment: str) -> Path:
+        if assignment not in built:
+            built[assignment] = build_kit(assignment, root / f"kit{assignment}")
+        return built[assignment]
+
+    return kit
 
 
 PRIVATE_PROBE = r"""
@@ -241,7 +250,7 @@ def test_nothing_private_is_importable_from_the_kernel_side(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_student_kit_has_no_reference_of_an_open_assignment(assignment, kits):
-    kit = kits[assignment]
+    kit = kits(assignment)
     zip_path = kit.with_suffix(".zip")
     assert zip_path.is_file()
     top = {p.name for p in kit.iterdir()}
@@ -347,7 +356,7 @@ def test_kit_setup_check_and_notebook_run(kits, tmp_path):
     kit's course_lib, where the graded names of its assignment and later are stubs."""
     assignment = ASSIGNMENTS[-1]
     kit = tmp_path / "kit"
-    shutil.copytree(kits[assignment], kit)
+    shutil.copytree(kits(assignment), kit)
     python = seeded_venv(kit)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(OMP_NUM_THREADS="1", PATH=f"{python.parent}{os.pathsep}{env.get('PATH', '')}")
