@@ -153,15 +153,15 @@ def make_suite_cases(name: str, seed: int, mistakes: bool = True, bounds: bool =
 def fingerprint(name: str) -> str:
     """A hash of the suite's folder (its harness and grader.py), of the cases the suites share
     (`autograder/graded/_*.py`), of every course_lib source file and of the case, signature,
-    catalogue and comparison code: case files older than any of them are stale. The folder's own
-    tests are not in it (they make no case)."""
+    recognition (each mistake's `covers`), catalogue and comparison code: case files older than
+    any of them are stale. The folder's own tests are not in it (they make no case)."""
     import course_lib
 
     h = hashlib.sha256()
     lib = Path(course_lib.__file__).resolve().parent
     graded = HERE / "graded"
     code = [HERE / f"{m}.py" for m in ("compare", "suite_api", "cases", "precision", "rounding", "signatures",
-                                       "mistakes")]
+                                       "recognition", "mistakes")]
     for path in [graded / name / "__init__.py", graded / name / "grader.py", *sorted(graded.glob("_*.py")), *code,
                  *sorted(lib.rglob("*.py"))]:
         h.update(str(path.name).encode() + b"\0" + path.read_bytes() + b"\0")
