@@ -162,8 +162,7 @@ def user_spec(uid: int, role: str, *, course_lib: Path, writable: list[Path] = (
     ("kernel" or "runner") as `uid`, reading what bubblewrap would show (less `hide`), writing
     `writable` (and, the kernel's role, DEVICES_WRITABLE), with `env` added to its environment."""
     from .harness import sandbox_autograder
-    from .limits import MAX_PROCESSES
-    from .trial import RUNNER_PROCESSES
+    from .limits import MAX_PROCESSES, RUNNER_PROCESSES
 
     read = [p for p in [*SYSTEM, "/proc"] if os.path.exists(p)] + import_roots()
     for name in VISIBLE:
