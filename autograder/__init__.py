@@ -1,18 +1,23 @@
 """The course's grader side, one module per job.
 
-Cases and comparison:
-- `suites/<name>.py`: one hidden-case suite per graded function; `suite_api`: what a suite is and
+Each graded function's folder:
+- `graded/<name>/`: `__init__.py`, its harness (how the judge calls it; public), `grader.py` (how
+  its hidden cases are drawn, its correct versions and its catalogue of known mistakes;
+  grader-only), `test_<name>.py` (the reference's own tests); `suite_api`: what a folder holds and
   how a function is called on one of its cases.
+
+Cases and comparison:
 - `cases`: the cases of a suite, their expected values (the float64 truth) and tolerances, the
-  case files and their freshness; `rounding`: each case's rounding bound (how far a correct
-  computation may land from the truth in any order of its sums); `compare`: outputs in one plain
-  shape, the comparison, its verdicts; `report`: the words a student reads, and what of a report a kernel may receive.
+  case files and their freshness; `precision`: a case's inputs cast up or moved by one unit of
+  rounding; `rounding`: each case's rounding bound (how far a correct computation may land from
+  the truth in any order of its sums); `compare`: outputs in one plain shape, the comparison, its
+  verdicts; `report`: the words a student reads, and what of a report a kernel may receive.
 
 Known mistakes:
-- `mistakes/<name>.py`: one graded function's catalogue of known mistakes (a public name, the
-  sentence a student reads, the code that makes it, the cases it must fail; grader-only);
-  `signatures`: each mistake's outputs on a draw of cases, made with the cases; `recognition`: which
-  mistakes a failing function's outputs match (the judge's side of the comparison).
+- `mistakes`: what a catalogue of known mistakes is (a public name, the sentence a student reads,
+  the code that makes it, the cases it must fail; grader-only); `signatures`: each mistake's
+  outputs on a draw of cases, made with the cases; `recognition`: which mistakes a failing
+  function's outputs match (the judge's side of the comparison).
 
 Running student code:
 - `checker.check_hidden(name, fn)`: what a hidden-test cell calls; `protocol`: the wire format
@@ -20,7 +25,7 @@ Running student code:
 - `judge`: the grader's judge: the hidden cases of the assignment being graded, answered a
   bounded number of times (`JudgeServer`), and `python -m autograder.judge NAME`.
 - `trial`: one function on a list of cases, in a fresh `runner` process; `harness`: what student
-  code may see of all this (the kernel side and each suite's harness).
+  code may see of all this (the kernel side and each folder's harness).
 - `sandbox`: the bubblewrap sandbox, built from what it needs, or, where bubblewrap cannot run,
   the same view from unprivileged ids: `uids` (two ids of its own per submission, found, stopped
   and killed whole) and `confine` (what a process of a role installs on itself: its id, Landlock,

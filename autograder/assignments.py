@@ -97,20 +97,21 @@ def assignment_of(name: str, lessons: Path = LESSONS) -> str | None:
     return next((g.assignment for g in registry(lessons) if g.name == name), None)
 
 
+GRADED_FOLDERS = Path(__file__).resolve().parent / "graded"
 NO_LESSON_YET = "~"  # the assignment of a graded function with a suite but no lesson: after every one
 
 
 def unassigned(lessons: Path = LESSONS) -> list[Graded]:
-    """The graded functions that have a hidden-case suite but no lesson yet (a notebook being written):
-    open for every assignment, so that no kit ships their reference before their notebook exists."""
+    """The graded functions that have a folder (`autograder/graded/<name>/`, named as the function it
+    grades) but no lesson yet (a notebook being written): open for every assignment, so that no kit
+    ships their reference before their notebook exists."""
     import course_lib
-
-    from .suite_api import load_suite, suite_names
 
     graded = {g.name for g in registry(lessons)}
     out = []
-    for suite in suite_names():
-        name = load_suite(suite).GRADED
+    # the folders read from the disk: suite_api's settings read student_view, which reads this module
+    for name in sorted(p.parent.name for p in GRADED_FOLDERS.glob("*/__init__.py")
+                       if not p.parent.name.startswith("_")):
         if name not in graded and hasattr(course_lib, name):
             out.append(Graded(NO_LESSON_YET, getattr(course_lib, name).__module__, name))
             graded.add(name)

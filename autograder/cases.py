@@ -5,14 +5,14 @@ For each case a suite's `make_inputs` draws (`autograder.suite_api`), the grader
 
 1. on the inputs as drawn (float32 mostly, some bfloat16, float16 or float64): the *native*
    output, which fixes the structure, shapes and dtypes a correct output has;
-2. on the same inputs in float64 (`suite_api.truth_inputs`): the *truth* every floating output
-   is compared with;
+2. on the same inputs cast up to float64 (`autograder.precision.upcast`), or the suite's closed
+   form `truth`: the *truth* every floating output is compared with;
 3. the suite's VARIANTS (other correct implementations) on the inputs as drawn and, where the
    suite sets PERTURB = True, the reference on the inputs moved by one unit of rounding
-   (`perturb`: the training steps, whose updates carry a cancelling sum's rounding through
-   AdamW). Not by default: a contract may ask for more accuracy than the inputs' rounding
-   allows a careless formula (an entropy exact at logits shifted by 1e4, where a max shift
-   keeps every difference exact and a perturbation of the inputs does not).
+   (`autograder.precision.perturb`: the training steps, whose updates carry a cancelling sum's
+   rounding through AdamW). Not by default: a contract may ask for more accuracy than the
+   inputs' rounding allows a careless formula (an entropy exact at logits shifted by 1e4, where a
+   max shift keeps every difference exact and a perturbation of the inputs does not).
 
 The distance of these from the truth is the rounding a correct computation of this case shows;
 it sets each output's tolerance (`autograder.compare`). A draw
@@ -25,87 +25,30 @@ known mistake's signature on them (`autograder.signatures`: what the judge compa
 function with, to name the mistake it makes).
 
 Case files (`HIDDEN_DIR/<suite>.pt`, git-ignored) carry the suite's fingerprint: a hash of the
-suite, of its catalogue of mistakes, of the whole `course_lib` and of the case and comparison code. `ensure_cases` regenerates a file
-(with a fresh secret seed) only when it is missing or its fingerprint is stale, under a file
-lock, so parallel test workers and grading runs never race.
+suite's folder (its harness and grader.py, which holds its catalogue of mistakes), of the cases
+the suites share, of the whole `course_lib` and of the case and comparison code. `ensure_cases`
+regenerates a file (with a fresh secret seed) only when it is missing or its fingerprint is stale,
+under a file lock, so parallel test workers and grading runs never race.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import os
 from pathlib import Path
-from types import ModuleType
 
 import torch
 
-from .compare import NearTie, expected_tree, widened
+from .compare import NearTie, expected_tree, normalize, widened
+from .precision import case_precision, perturb, upcast
+from .signatures import signatures
 from .suite_api import load_suite, run_case
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent
 HIDDEN_DIR = Path(os.environ.get("AUTOGRADER_HIDDEN_DIR", HERE / "hidden"))
+SEEDED_DIR = REPO_ROOT / "build" / "cases"  # cases drawn with a public seed (git-ignored): `seeded_cases`
 CASE_DRAWS = 5  # draws of a suite's inputs before a near-tie is a bug of the suite
-
-
-def upcast(obj):
-    """A copy of a case's inputs in float64: every floating tensor cast up (its values exactly
-    kept), a floating torch.dtype setting becomes torch.float64; everything else unchanged."""
-    if isinstance(obj, torch.Tensor):
-        return obj.to(torch.float64) if obj.is_floating_point() else obj.clone()
-    if isinstance(obj, torch.dtype):
-        return torch.float64 if obj.is_floating_point else obj
-    if isinstance(obj, dict):
-        return {k: upcast(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(upcast(v) for v in obj)
-    return copy.deepcopy(obj)
-
-
-def truth_inputs(suite: ModuleType, inputs: dict) -> dict:
-    """The float64 version of a case's inputs: the suite's own rule, or `upcast`."""
-    rule = getattr(suite, "truth_inputs", None)
-    return rule(copy.deepcopy(inputs)) if rule is not None else upcast(inputs)
-
-
-def case_precision(inputs) -> torch.dtype:
-    """float64 when every floating tensor of the inputs is float64 (a float64 case), else float32:
-    the precision a Python number computed from them carries."""
-    dtypes = set()
-
-    def walk(obj):
-        if isinstance(obj, torch.Tensor):
-            if obj.is_floating_point():
-                dtypes.add(obj.dtype)
-        elif isinstance(obj, dict):
-            for v in obj.values():
-                walk(v)
-        elif isinstance(obj, (list, tuple)):
-            for v in obj:
-                walk(v)
-
-    walk(inputs)
-    return torch.float64 if dtypes == {torch.float64} else torch.float32
-
-
-def perturb(obj, gen: torch.Generator):
-    """A copy of a case's inputs with every float32 and float64 tensor moved by one unit of its
-    own rounding, up or down at random (x * (1 +- eps), zeros, signs and infinities kept;
-    bfloat16 and float16 inputs are exact values that a correct computation upcasts, so they stay
-    as they are): the reference on
-    these inputs differs from it on the inputs as drawn by what rounding the inputs once does to
-    the outputs, the error any correct computation of the case can show (a sum that cancels to a
-    small value among large terms, for one)."""
-    if isinstance(obj, torch.Tensor) and obj.dtype in (torch.float32, torch.float64):
-        signs = torch.randint(0, 2, obj.shape, generator=gen).to(torch.float64) * 2 - 1
-        moved = obj.to(torch.float64) * (1 + signs * torch.finfo(obj.dtype).eps)
-        return torch.where(torch.isfinite(obj), moved.to(obj.dtype), obj)
-    if isinstance(obj, dict):
-        return {k: perturb(v, gen) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(perturb(v, gen) for v in obj)
-    return copy.deepcopy(obj)
 
 
 def _reference(dotted: str):
@@ -115,12 +58,23 @@ def _reference(dotted: str):
     return getattr(importlib.import_module(module), name)
 
 
+def reference_of(graded: str):
+    """The course_lib object graded as `graded`: from the module its lesson's header names
+    (`course_lib.<module>:<name>`), else the package's own name (a function no lesson grades yet)."""
+    import course_lib
+
+    from .assignments import registry
+
+    module = next((g.module for g in registry() if g.name == graded), "course_lib")
+    return _reference(f"{module}:{graded}") if module != "course_lib" else getattr(course_lib, graded)
+
+
 def rounding_bounds(suite, reference, inputs: dict, precision: torch.dtype):
     """The tree of a case's rounding bounds (`autograder.rounding.bound_run`): the reference run
     once more on the case's float64 inputs."""
     from .rounding import bound_run
 
-    out, bounds = bound_run(lambda: run_case(suite, reference, truth_inputs(suite, inputs)), precision)
+    out, bounds = bound_run(lambda: run_case(suite, reference, upcast(inputs)), precision)
     if "__error__" in out:
         raise RuntimeError(f"suite {suite.GRADED!r}: the reference fails in float64 under the rounding bound "
                            f"({out['__error__']})")
@@ -134,13 +88,10 @@ def make_case(suite, reference, variants: list, case_name: str, inputs: dict, wi
     if "__error__" in native:  # a suite turns errors it expects into outputs itself
         raise RuntimeError(f"the reference fails on case {case_name!r} of suite {suite.GRADED!r}: {native['__error__']}")
     precision = case_precision(inputs)
-    own_truth = precision == torch.float64 and not hasattr(suite, "truth_inputs")
     if hasattr(suite, "truth"):  # the suite's closed form
-        from .compare import normalize
-
         truth = normalize(suite.truth(inputs))
     else:
-        truth = native if own_truth else run_case(suite, reference, truth_inputs(suite, inputs))
+        truth = native if precision == torch.float64 else run_case(suite, reference, upcast(inputs))
     others = [run_case(suite, v, inputs) for v in variants]
     if getattr(suite, "PERTURB", False):  # the rounding of the inputs, carried through the reference
         others.append(run_case(suite, reference, perturb(inputs, torch.Generator().manual_seed(len(case_name)))))
@@ -161,10 +112,8 @@ def bounded_case(suite, case: dict) -> dict:
     (`suite`: the suite module or its name): a tolerance with its bound is never tighter than
     without, so a test may compare with the case as it is first and pay for the bound only where
     that comparison fails."""
-    import course_lib
-
     suite = load_suite(suite) if isinstance(suite, str) else suite
-    bounds = rounding_bounds(suite, getattr(course_lib, suite.GRADED), case["inputs"], case_precision(case["inputs"]))
+    bounds = rounding_bounds(suite, reference_of(suite.GRADED), case["inputs"], case_precision(case["inputs"]))
     return {**case, "expected": widened(case["expected"], bounds)}
 
 
@@ -179,10 +128,8 @@ def make_suite_cases(name: str, seed: int, mistakes: bool = True, bounds: bool =
     signature of each known mistake on them (`autograder.signatures`: what the judge recognises).
     `bounds=False` leaves the rounding bounds out of the tolerances (the rule before them, tighter:
     what a test compares the rule with)."""
-    import course_lib
-
     suite = load_suite(name)
-    reference = getattr(course_lib, suite.GRADED)
+    reference = reference_of(suite.GRADED)
     variants = [_reference(v) for v in getattr(suite, "VARIANTS", [])]
     problem = None
     for draw in range(CASE_DRAWS):
@@ -195,8 +142,6 @@ def make_suite_cases(name: str, seed: int, mistakes: bool = True, bounds: bool =
             cases = [make_case(suite, reference, variants, n, inputs, with_bounds=bounds) for n, inputs in drawn]
             data = {"suite": name, "graded": suite.GRADED, "fingerprint": fingerprint(name), "cases": cases}
             if mistakes:
-                from .signatures import signatures
-
                 data["mistakes"] = signatures(name, suite, cases)
             return data
         except NearTie as e:
@@ -206,16 +151,18 @@ def make_suite_cases(name: str, seed: int, mistakes: bool = True, bounds: bool =
 
 
 def fingerprint(name: str) -> str:
-    """A hash of the suite's source, of the suites' shared private modules (`suites/_*.py`), of
-    the suite's catalogue of mistakes, of every course_lib source file and of the case, signature
-    and comparison code: case files older than any of them are stale."""
+    """A hash of the suite's folder (its harness and grader.py), of the cases the suites share
+    (`autograder/graded/_*.py`), of every course_lib source file and of the case, signature,
+    recognition (each mistake's `covers`), catalogue and comparison code: case files older than
+    any of them are stale. The folder's own tests are not in it (they make no case)."""
     import course_lib
 
     h = hashlib.sha256()
     lib = Path(course_lib.__file__).resolve().parent
-    catalogue = [*sorted((HERE / "mistakes").glob("_*.py")), *(HERE / "mistakes").glob(f"{name}.py")]
-    for path in [HERE / "suites" / f"{name}.py", *sorted((HERE / "suites").glob("_*.py")), HERE / "compare.py",
-                 HERE / "suite_api.py", HERE / "cases.py", HERE / "rounding.py", HERE / "signatures.py", *catalogue,
+    graded = HERE / "graded"
+    code = [HERE / f"{m}.py" for m in ("compare", "suite_api", "cases", "precision", "rounding", "signatures",
+                                       "recognition", "mistakes")]
+    for path in [graded / name / "__init__.py", graded / name / "grader.py", *sorted(graded.glob("_*.py")), *code,
                  *sorted(lib.rglob("*.py"))]:
         h.update(str(path.name).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
@@ -261,3 +208,13 @@ def ensure_cases(name: str, hidden_dir: Path | None = None, seed: int | None = N
         if not _fresh(name, hidden_dir):
             save_cases(make_suite_cases(name, secrets.randbits(63) if seed is None else seed), case_path(name, hidden_dir))
     return case_path(name, hidden_dir)
+
+
+def seeded_cases(name: str, seed: int) -> dict:
+    """The cases of suite `name` drawn with the public `seed`, with the known mistakes' signatures,
+    made once per fingerprint into `SEEDED_DIR/seed<seed>/` (`ensure_cases`' lock: once for every
+    process that asks): the practice cases of `make check` in the repository and of the kits, and
+    the first draw of the tests' many-draws check, share them."""
+    folder = SEEDED_DIR / f"seed{seed}"
+    ensure_cases(name, folder, seed=seed)
+    return load_cases(name, folder)

@@ -19,14 +19,14 @@ weighted sum), derived from the magnitudes of the terms each sum adds, so that a
 cancels to near 0 among terms of size 1 keeps the rounding of size 1, which E (one order) and
 eps * S (the output's own size) miss. F covers the rest (the reference's rounding is one draw
 of a correct function's, and a correct function may round a little worse than it); measured
-over the corpus of independent correct implementations of every graded function (tests/graded/),
+over the corpus of independent correct implementations of every graded function (grader.py's CORRECT),
 the largest share of the tolerance any of them uses is below 1 (see CONTRIBUTING.md). A case on
 which the reference's own rounding is not small (E above 1e-3 * S, or 8 eps * S for a dtype
 coarser than that: a near-tie of a comparison, a discontinuity) is redrawn when the cases are
 made.
 
 Integers, booleans, strings and None are exact. NaN and infinity must stand where the truth has
-them. A tensor must have the reference's shape and (unless the suite says otherwise) dtype.
+them. A tensor must have the reference's shape and dtype.
 
 Verdicts per case: "pass"; "rounding" (every value within ROUNDING_SCALE = 4 times its
 tolerance: an error of the size of rounding, which a lower precision or a less stable formula
@@ -221,7 +221,9 @@ def _values(got: torch.Tensor, exp: Expected, where: str) -> list[dict]:
 def compare(got, expected, settings: dict, where: str = "") -> list[dict]:
     """Problems found comparing `got` with an expected tree (of `Expected` leaves). Each problem
     names where it is (a key or item of the expected outputs) and what is wrong; a "value"
-    problem also holds the worst error and its tolerance (shown for practice cases only)."""
+    problem also holds the worst error and its tolerance (shown for practice cases only).
+    `settings` are the suite's (`autograder.suite_api.suite_settings`): no setting changes the
+    comparison."""
     label = where or "the output"
     if isinstance(expected, dict):
         if not isinstance(got, dict):
@@ -250,7 +252,7 @@ def compare(got, expected, settings: dict, where: str = "") -> list[dict]:
     if isinstance(exp.native, torch.Tensor):
         if tuple(got.shape) != tuple(exp.native.shape):
             return [_problem(label, "shape")]
-        if settings.get("check_dtype", True) and got.dtype != exp.dtype:
+        if got.dtype != exp.dtype:
             return [_problem(label, "dtype")]
         if got.numel() == 0:
             return []

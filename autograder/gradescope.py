@@ -13,7 +13,8 @@ writes OUT/autograder_07.zip in Gradescope's autograder format
     torch.lock                its torch entry (setup.sh installs it first, from PyTorch's CPU index)
     gradescope.json           the settings: assignment, notebook, time and memory limits, visibility
     course/                   the grading side, laid out as the repository: autograder/ (no other
-                              command's module; registry.json stands in for the lessons), course_lib/,
+                              command's module, no graded function's own tests; registry.json
+                              stands in for the lessons), course_lib/,
                               data/, configs/, solutions/NN/ (nbgrader's gradebook is made from it) and
                               autograder/hidden/: the hidden cases of NN's suites, drawn with a fresh
                               secret seed for this zip only
@@ -106,7 +107,7 @@ def stage(assignment: str, out: Path, settings: dict) -> None:
     (out / SETTINGS).write_text(json.dumps(settings, indent=1) + "\n", encoding="utf-8")
     course = out / "course"
     shutil.copytree(HERE, course / "autograder", ignore=lambda folder, names: [
-        n for n in names if n in NOT_SHIPPED or n.startswith(".") or n.endswith(".pyc")])
+        n for n in names if n in NOT_SHIPPED or n.startswith((".", "test_")) or n == "conftest.py" or n.endswith(".pyc")])
     for name in ("course_lib", "data", "configs"):
         shutil.copytree(REPO_ROOT / name, course / name, ignore=IGNORE)
     shutil.copytree(SOLUTIONS / assignment, course / "solutions" / assignment, ignore=IGNORE)

@@ -1,17 +1,17 @@
-"""The harness of a suite, and the part of `autograder` that student code may see.
+"""The part of `autograder` that student code may see: the kernel side and the folders' harnesses.
 
-A suite's *harness* is the suite without what only the grader may hold: `make_inputs` (how the
-hidden inputs are drawn), `truth` / `truth_inputs` (how the expected values are computed: a
-`truth` is a float64 implementation of the graded function, so a student's function that could
-import it would not need to be written) and any `variant_*` (another correct implementation, for
-the tolerance). What is left is how a function is called (`call`) and
-the settings.
+A graded function's *harness* is its folder's `__init__.py` (`autograder/graded/<name>/`): how the
+function is called (`call`) and the settings the runner reads. Everything else of the folder is
+the grader's (`grader.py`: how the hidden inputs are drawn, the truths, the correct versions, the
+known mistakes) and is never copied: the line between the two is drawn by file, not cut out of a
+module.
 
 `write_kernel_side(dest, suites)` writes `dest/autograder`: the modules a grading kernel, the
 judge's runner and `make check` need (KERNEL_SIDE: no case generation, no judge server, no
-grading command) and `harness/<suite>.py` for each suite. A student kit ships such a copy; the
-grading sandbox binds one (`sandbox_autograder()`, cached) where the repository's `autograder/`
-was, so no suite source, hidden case or grader module is visible to the submission.
+grading command, no catalogue) and `graded/<suite>/__init__.py` for each suite (with the harnesses
+it imports). A student kit ships such a copy; the grading sandbox binds one
+(`sandbox_autograder()`, cached) where the repository's `autograder/` was, so no grader.py,
+hidden case or grader module is visible to the submission.
 """
 
 from __future__ import annotations
@@ -19,32 +19,42 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
-import re
 import shutil
 import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+FOLDERS = HERE / "graded"
 KERNEL_SIDE = ("checker.py", "protocol.py", "report.py", "compare.py", "recognition.py", "suite_api.py", "runner.py",
                "trial.py", "limits.py", "practice.py", "nbgrader_cli.py", "student_view.py", "confine.py")
 # a kit: no hidden check, no grading run
 PRACTICE_SIDE = tuple(n for n in KERNEL_SIDE if n not in ("checker.py", "protocol.py", "nbgrader_cli.py", "confine.py"))
-GRADER_ONLY = ("make_inputs", "truth", "truth_inputs")
 INIT = '"""What student code may see of the grader: the checker, the runner, the comparison, the harnesses."""\n'
-HARNESS_INIT = '"""How each graded function is called: the suites without their case generators and truths."""\n'
+GRADED_INIT = '"""How each graded function is called: each folder\'s harness, without its grader.py."""\n'
 
 
-def harness_source(suite_source: str) -> str:
-    """A suite's source without its GRADER_ONLY functions (the docstring and the rest kept)."""
-    tree = ast.parse(suite_source)
-    lines = suite_source.splitlines(keepends=True)
-    for node in reversed(tree.body):
-        if isinstance(node, ast.FunctionDef) and (node.name in GRADER_ONLY or node.name.startswith("variant_")):
-            start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
-            del lines[start:node.end_lineno]
-    text = re.sub(r"\n{4,}", "\n\n\n", "".join(lines))
-    compile(text, "<harness>", "exec")
-    return text
+def harness_path(suite: str) -> Path:
+    """The public file of a graded function's folder."""
+    return FOLDERS / suite / "__init__.py"
+
+
+def harness_closure(suites: list[str]) -> list[str]:
+    """`suites` and every folder their harnesses import (`from autograder.graded.<other> import ...`:
+    kl_k2's harness takes kl_k1's `call`), sorted."""
+    out, todo = set(), list(suites)
+    while todo:
+        suite = todo.pop()
+        if suite in out:
+            continue
+        out.add(suite)
+        for node in ast.walk(ast.parse(harness_path(suite).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("autograder.graded."):
+                parts = node.module.split(".")
+                if len(parts) != 3 or parts[2].startswith("_"):
+                    raise ValueError(f"autograder/graded/{suite}/__init__.py imports {node.module}: a harness may "
+                                     "import another folder's harness only")
+                todo.append(parts[2])
+    return sorted(out)
 
 
 def write_kernel_side(dest: Path, suites: list[str], init: str = INIT, modules: tuple[str, ...] = KERNEL_SIDE) -> Path:
@@ -53,14 +63,14 @@ def write_kernel_side(dest: Path, suites: list[str], init: str = INIT, modules: 
     target = Path(dest) / "autograder"
     if target.exists():
         shutil.rmtree(target)
-    (target / "harness").mkdir(parents=True)
+    (target / "graded").mkdir(parents=True)
     (target / "__init__.py").write_text(init, encoding="utf-8")
     for name in modules:
         shutil.copy(HERE / name, target / name)
-    (target / "harness" / "__init__.py").write_text(HARNESS_INIT, encoding="utf-8")
-    for suite in suites:
-        source = (HERE / "suites" / f"{suite}.py").read_text(encoding="utf-8")
-        (target / "harness" / f"{suite}.py").write_text(harness_source(source), encoding="utf-8")
+    (target / "graded" / "__init__.py").write_text(GRADED_INIT, encoding="utf-8")
+    for suite in harness_closure(suites):
+        (target / "graded" / suite).mkdir()
+        shutil.copy(harness_path(suite), target / "graded" / suite / "__init__.py")
     return target
 
 
@@ -71,8 +81,8 @@ def sandbox_autograder() -> Path:
 
     suites = suite_names()
     h = hashlib.sha256()
-    for path in [HERE / n for n in KERNEL_SIDE] + [HERE / "suites" / f"{s}.py" for s in suites] + [Path(__file__)]:
-        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in [HERE / n for n in KERNEL_SIDE] + [harness_path(s) for s in suites] + [Path(__file__)]:
+        h.update(str(path.relative_to(HERE)).encode() + b"\0" + path.read_bytes() + b"\0")
     folder = cache_root() / f"autograder-{h.hexdigest()[:16]}"
     if (folder / "autograder" / "__init__.py").is_file():
         return folder / "autograder"

@@ -20,10 +20,10 @@ writes DIR/ and DIR.zip:
                                      each notebook has
     autograder/                      what `make check` needs and nothing else: the suite interface, the
                                      comparison, the report, the runner, its limits, one trial of a
-                                     function on cases, `practice`, and harness/<suite>.py: each suite's
-                                     `call` and settings without `make_inputs`
+                                     function on cases, `practice`, and graded/<suite>/__init__.py: each
+                                     graded function's harness (`call` and its settings), no grader.py
 
-and nothing else: no solutions/, lessons/, suites, hidden cases, tests or git history.
+and nothing else: no solutions/, lessons/, grader.py, hidden cases, tests or git history.
 `leaks(path, assignment)` lists every line of a reference body of an open assignment (a stubbed
 twin's too), or of a catalogued mistake's code, found in a kit folder or zip (notebooks read cell
 by cell, zips and torch files member by member); a test builds the kit of every assignment and
@@ -45,7 +45,7 @@ from pathlib import Path
 import nbformat
 
 from .assignments import REPO_ROOT, assignments
-from .harness import PRACTICE_SIDE, harness_source, write_kernel_side
+from .harness import PRACTICE_SIDE, harness_closure, harness_path, write_kernel_side
 from .student_view import stubbed
 from .stubs import COURSE_LIB, IGNORE, module_path, write_stubbed
 
@@ -67,23 +67,18 @@ def notebook_suites(assignment: str) -> dict[str, str]:
     return {n: load_suite(n).GRADED for n in names}
 
 
-_PRACTICE: dict[tuple[str, int], dict] = {}
-
-
 def practice_cases(suite: str, seed: int) -> dict:
-    """A suite's practice cases for `seed` (computed once per process: kits of later assignments
-    hold the same files for the same notebooks)."""
-    from .cases import make_suite_cases
+    """A suite's practice cases for `seed` (made once per fingerprint, `autograder.cases.seeded_cases`:
+    kits of later assignments hold the same files for the same notebooks), as a kit holds them."""
+    from .cases import seeded_cases
 
-    if (suite, seed) not in _PRACTICE:
-        data = make_suite_cases(suite, seed)
-        _PRACTICE[(suite, seed)] = {"suite": suite, "graded": data["graded"], "seed": seed,
-                                    "cases": [{"name": c["name"], "inputs": c["inputs"], "expected": c["expected"],
-                                               "error_case": c["error_case"]} for c in data["cases"]],
-                                    # names, sentences and outputs on these public inputs: no mistake's code
-                                    "mistakes": {name: {k: m[k] for k in ("sentence", "signature", "untold", "returned", "covers")}
-                                                 for name, m in data["mistakes"].items()}}
-    return _PRACTICE[(suite, seed)]
+    data = seeded_cases(suite, seed)
+    return {"suite": suite, "graded": data["graded"], "seed": seed,
+            "cases": [{"name": c["name"], "inputs": c["inputs"], "expected": c["expected"],
+                       "error_case": c["error_case"]} for c in data["cases"]],
+            # names, sentences and outputs on these public inputs: no mistake's code
+            "mistakes": {name: {k: m[k] for k in ("sentence", "signature", "untold", "returned", "covers")}
+                         for name, m in data["mistakes"].items()}}
 
 
 def write_course_lib(dest: Path, assignment: str) -> Path:
@@ -122,7 +117,7 @@ def build_kit(assignment: str, out: Path, seed: int | None = None, make_zip: boo
     shutil.copytree(REPO_ROOT / "data", out / "data", ignore=IGNORE)
     shutil.copytree(REPO_ROOT / "configs", out / "configs", ignore=IGNORE)
     shutil.copytree(REPO_ROOT / "jupyter_config", out / "jupyter_config", ignore=IGNORE)  # `make lab`'s settings
-    # the autograder of `make check`: no suites, no hidden cases, no grading command
+    # the autograder of `make check`: no grader.py, no hidden cases, no grading command
     suites = {a: notebook_suites(a) for a in included}
     write_kernel_side(out, sorted({s for by in suites.values() for s in by}), init=KIT_INIT, modules=PRACTICE_SIDE)
     manifest = {}
@@ -189,9 +184,8 @@ def _public_text(assignment: str, harnesses: bool = True) -> str:
     if harnesses:
         for a in assignments():
             if a <= assignment and (SOLUTIONS / a).is_dir():
-                for suite in notebook_suites(a):
-                    source = (REPO_ROOT / "autograder" / "suites" / f"{suite}.py").read_text(encoding="utf-8")
-                    parts.append(harness_source(source))
+                for suite in harness_closure(list(notebook_suites(a))):
+                    parts.append(harness_path(suite).read_text(encoding="utf-8"))
     with tempfile.TemporaryDirectory() as tmp:
         stub = write_course_lib(Path(tmp), assignment)
         parts += [p.read_text(encoding="utf-8") for p in sorted(stub.rglob("*.py"))]
@@ -239,8 +233,8 @@ def harness_leaks(assignment: str) -> dict[str, list[str]]:
     out = {}
     for a in assignments():
         if a <= assignment and (SOLUTIONS / a).is_dir():
-            for suite in notebook_suites(a):
-                text = harness_source((REPO_ROOT / "autograder" / "suites" / f"{suite}.py").read_text(encoding="utf-8"))
+            for suite in harness_closure(list(notebook_suites(a))):
+                text = harness_path(suite).read_text(encoding="utf-8")
                 out[suite] = sorted(line for line in secrets if line in text)
     return out
 

@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 OUTPUT_LIMIT = 64 * 2**20  # bytes per file a limited process writes (its output, a notebook)
 MAX_PROCESSES = 512  # processes and threads of one slot
+RUNNER_PROCESSES = 256  # those of one runner (`autograder.trial`) within it
 CLOSE_PATIENCE = 30.0  # seconds a slot's cgroup may take to empty when it is closed
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 SLOT_NAME = "course-slot"

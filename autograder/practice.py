@@ -16,10 +16,10 @@ the draws differ from grading, so a hidden failure is never a surprise about the
 In a student kit the practice cases are files (`practice/NN/<suite>.pt`, made when the kit was
 built: the only place expected values live there, beside the known mistakes' outputs on the same
 public inputs, their names and sentences, never their code) and each suite is its harness alone
-(`autograder/harness/`: how a function is called, without how hidden inputs are drawn). In the
-repository they are generated from `autograder/suites/` and `course_lib` into
-`build/practice/` (git-ignored), and your function runs where the references of the open
-assignments are stubs, as when graded.
+(`autograder/graded/<suite>/__init__.py`: how a function is called, without how hidden inputs are
+drawn). In the repository they are generated from `autograder/graded/` and `course_lib` into
+`build/cases/` (git-ignored: `autograder.cases.seeded_cases`), and your function runs where the
+references of the open assignments are stubs, as when graded.
 """
 
 from __future__ import annotations
@@ -60,16 +60,9 @@ def practice_cases(suite: str, assignment: str, seed: int = PRACTICE_SEED) -> di
 
     if in_kit():
         return torch.load(PRACTICE / assignment / f"{suite}.pt", weights_only=False)
-    from .cases import fingerprint, make_suite_cases, save_cases
+    from .cases import seeded_cases
 
-    path = ROOT / "build" / "practice" / f"seed{seed}" / f"{suite}.pt"
-    if path.is_file():
-        data = torch.load(path, weights_only=False)
-        if data.get("fingerprint") == fingerprint(suite):
-            return data
-    data = make_suite_cases(suite, seed)
-    save_cases(data, path)
-    return data
+    return seeded_cases(suite, seed)
 
 
 def student_functions(assignment: str, notebook: Path | None = None) -> tuple[dict, set[str], str | None]:

@@ -2,7 +2,7 @@
 
 Reads from stdin (torch.save bytes, written by the judge):
     {"suite": name, "fn": cloudpickle bytes of the student's function, "tripwire": [names],
-     "cases": [{"name": str, "inputs": dict}], "package": the suites' package (optional)}
+     "cases": [{"name": str, "inputs": dict}], "package": the view of the suite, SUITES or HARNESSES (optional)}
 writes to its original stdout (torch.save bytes, plain types only):
     {"results": [{"name": str, "outputs": dict} | {"name": str, "error": CODE, "exception": str}]}
 with CODE one of "not loaded", "unusable", "reference", "raised". The judge trusts none of it: it

@@ -9,8 +9,8 @@ The sandbox's file system is *made* of what a grading run needs, read-only, and 
 - of the repository: `data/`, `configs/`, the stubbed `course_lib` (`autograder.stubs`) where
   `course_lib/` was, so that no reference body of an open assignment can be imported, reloaded or
   read, and, where `autograder/` was, its kernel side only (`autograder.harness`: the checker, the
-  runner, the comparison and each suite's harness; no suite's case generator or truth, no hidden
-  case, no grader module);
+  runner, the comparison and each graded function's harness; no grader.py, no hidden case, no
+  grader module);
 - a private /tmp, /dev and /proc; `writable` folders (the submission's work folder) and `binds`
   (the judge's socket folder), read-write.
 
@@ -162,8 +162,7 @@ def user_spec(uid: int, role: str, *, course_lib: Path, writable: list[Path] = (
     ("kernel" or "runner") as `uid`, reading what bubblewrap would show (less `hide`), writing
     `writable` (and, the kernel's role, DEVICES_WRITABLE), with `env` added to its environment."""
     from .harness import sandbox_autograder
-    from .limits import MAX_PROCESSES
-    from .trial import RUNNER_PROCESSES
+    from .limits import MAX_PROCESSES, RUNNER_PROCESSES
 
     read = [p for p in [*SYSTEM, "/proc"] if os.path.exists(p)] + import_roots()
     for name in VISIBLE:

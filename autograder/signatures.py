@@ -181,15 +181,15 @@ def mistake_tree(suite: ModuleType, fn, case: dict, native: dict, tripped: list[
     the call: there the thread count's run is the one that measures it (on a draw of
     grpo_train_step, `old_log_probs_recomputed` run with two threads missed a tree made without it
     by 1.47 tolerances)."""
-    from .cases import case_precision, perturb, truth_inputs
     from .compare import NearTie, TruthMismatch, expected_tree
+    from .precision import case_precision, perturb, upcast
 
     precision = case_precision(case["inputs"])
     eps = torch.finfo(precision).eps
-    if precision == torch.float64 and not hasattr(suite, "truth_inputs"):
+    if precision == torch.float64:
         wide = native
     else:
-        wide = run_as_judged(suite, fn, truth_inputs(suite, case["inputs"]), tripped).get("outputs")
+        wide = run_as_judged(suite, fn, upcast(case["inputs"]), tripped).get("outputs")
     with torch_threads(other_thread_count()):
         threaded = run_as_judged(suite, fn, case["inputs"], tripped).get("outputs")
     others = [threaded] if threaded is not None else []

@@ -1,38 +1,54 @@
-"""What a hidden-case suite is, and how a function is called on one of its cases.
+"""What a graded function's folder is, and how a function is called on one of its cases.
 
-A suite is a module `autograder/suites/<graded_name>.py` defining:
+Each graded function has one folder, `autograder/graded/<name>/` (its name: the suite's name, the
+graded function's as a rule), of three files:
 
-    GRADED = "compute_entropy"                  # the course_lib name it grades
-    def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
-        '''(case name, inputs) pairs; inputs survive torch.save/torch.load.'''
-    def call(fn, inputs: dict) -> dict:
-        '''Run fn on FRESH COPIES of inputs; return named outputs (tensors, floats, ints,
-        bools, strings, None, lists/tuples/dicts of them).'''
+- `__init__.py`, the *harness*, public (a student kit and the grading sandbox hold it):
 
-Optional settings:
+      GRADED = "compute_entropy"                  # the course_lib name it grades
+      def call(fn, inputs: dict) -> dict:
+          '''Run fn on FRESH COPIES of inputs; return named outputs (tensors, floats, ints,
+          bools, strings, None, lists/tuples/dicts of them).'''
 
-- CHECK_DTYPE (default True): a tensor of another dtype than the reference's fails.
-- TIMEOUT: seconds for all cases of the suite in the student's process (default 120).
-- TRIPWIRE: course_lib names the student's function must not call (default [GRADED]); the runner
-  trips on them and on the graded function's "tripwire" twins (`autograder.student_view.tripwire`).
-- PERTURB: True to carry the rounding of the inputs through the reference into the tolerance
-  (`autograder.cases.perturb`; for the training steps).
-- WARM: modules a judge runner started ahead of the call imports while it waits (its cases'
-  heavy imports: transformers, math_verify), so that a hidden check costs its cases' time.
-- VARIANTS: "module:name" of other correct implementations (e.g. the trainer's packed GRPO
-  update beside the plain graded one, or a grader-only `variant_*` function of the suite); their
-  spread from the truth widens the tolerance (`autograder.compare.tolerance`).
-- truth_inputs(inputs) -> inputs: the same case in float64, where casting every floating
-  tensor up (`autograder.cases.upcast`, the default) is not the whole story.
-- truth(inputs) -> outputs: the float64 truth computed by the suite itself (a closed form),
-  where the function's contract fixes a lower precision inside (e.g. rewards made into a
-  float32 tensor from Python floats).
-- RAISES: {error case name: the phrase of the reference's `Raises:` section that states it}, for
-  each case whose expected output is an error (`tests/test_contracts.py` holds the two together).
+  and the settings the judge's runner reads (`suite_settings`):
+  - TIMEOUT: seconds for all cases of the suite in the student's process (default 120).
+  - TRIPWIRE: course_lib names the student's function must not call (default [GRADED]); the runner
+    trips on them and on the graded function's "tripwire" twins (`autograder.student_view.tripwire`).
+  - WARM: modules a judge runner started ahead of the call imports while it waits (its cases'
+    heavy imports: transformers, math_verify), so that a hidden check costs its cases' time.
 
-How expected outputs and tolerances are made from a suite: `autograder.cases`. How outputs are
-compared: `autograder.compare`. Student code (a kit, the grading sandbox) sees each suite's
-*harness* only: the suite without `make_inputs`, `truth` and `truth_inputs` (`autograder.harness`).
+- `grader.py`, grader-only (never in a kit or the sandbox):
+
+      def make_inputs(gen: torch.Generator) -> list[tuple[str, dict]]:
+          '''(case name, inputs) pairs; inputs survive torch.save/torch.load.'''
+      CORRECT = {label: a notebook cell's source}  # at least 3 independent correct versions
+      MISTAKES = {name: Mistake(sentence, source, cases)}  # its known mistakes (`autograder.mistakes`)
+
+  and, where needed:
+  - truth(inputs) -> outputs: the float64 truth computed by the suite itself (a closed form),
+    where the function's contract fixes a lower precision inside (e.g. rewards made into a
+    float32 tensor from Python floats); by default the reference on the inputs cast up
+    (`autograder.precision.upcast`).
+  - VARIANTS: "module:name" of other correct implementations (e.g. the trainer's packed GRPO
+    update beside the plain graded one, or a `variant_*` function of grader.py); their spread
+    from the truth widens the tolerance (`autograder.compare.tolerance`).
+  - PERTURB: True to carry the rounding of the inputs through the reference into the tolerance
+    (`autograder.precision.perturb`; for the training steps).
+  - RAISES: {error case name: the phrase of the reference's `Raises:` section that states it},
+    for each case whose expected output is an error (`tests/test_contracts.py` holds the two
+    together).
+  - SAME_MISTAKES: {label: (mistake name, source)}: a catalogued mistake written another way, which
+    recognition must name too; DRAWS (default 40) and NAMED_DRAWS: how many fresh draws of the
+    cases the many-draws check of tests/test_graded.py holds the versions to.
+
+- `test_<name>.py`: the reference's own tests (its properties over random inputs, with
+  hypothesis), collected by pytest like any test module.
+
+`load_suite(name)` is the whole suite, the harness's names and grader.py's in one namespace (the
+grader's view: `make_cases`, the tests); `load_suite(name, HARNESSES)` the harness alone, all a kit
+or the sandbox can load. How expected outputs and tolerances are made from a suite:
+`autograder.cases`. How outputs are compared: `autograder.compare`. What student code sees:
+`autograder.harness`.
 """
 
 from __future__ import annotations
@@ -44,8 +60,9 @@ from types import ModuleType
 
 import torch
 
-SUITES = "autograder.suites"  # the package of the suites; a student kit has only their harnesses
-HARNESSES = "autograder.harness"
+GRADED_PACKAGE = "autograder.graded"  # one folder (a package) per graded function
+SUITES = "suite"  # the grader's view of a folder: its harness and its grader.py
+HARNESSES = "harness"  # the public view: the harness alone (all a student kit or the sandbox holds)
 DEFAULT_TIMEOUT = 120.0
 PRACTICE_SEED = 0  # the public seed of the practice cases (`make check`, the student kits)
 RUN_SEED = 0  # the global torch seed every call of a graded function starts from (`run_case`)
@@ -67,28 +84,54 @@ def course_tokenizer():
 
 
 def suite_names(package: str = SUITES) -> list[str]:
-    pkg = importlib.import_module(package)
-    return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))
+    """The graded functions' folders (in a kit or the sandbox: those it holds). `package` is kept
+    for the callers that name a view: both views list the same folders."""
+    pkg = importlib.import_module(GRADED_PACKAGE)
+    return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if m.ispkg and not m.name.startswith("_"))
+
+
+_WHOLE: dict[str, ModuleType] = {}
 
 
 def load_suite(name: str, package: str = SUITES) -> ModuleType:
-    """The suite module `name`. In a student kit (`package=HARNESSES`) a suite is its harness
-    only: `call` and the settings, without `make_inputs` (the practice cases are files)."""
-    if name not in suite_names(package):
-        raise KeyError(f"no hidden-case suite named {name!r} (known: {', '.join(suite_names(package))})")
-    suite = importlib.import_module(f"{package}.{name}")
-    needed = ("GRADED", "make_inputs", "call") if package == SUITES else ("GRADED", "call")
-    for attr in needed:
-        if not hasattr(suite, attr):
-            raise AttributeError(f"suite {name!r} lacks {attr}")
-    return suite
+    """The suite `name`: with `package=SUITES` (the default, the grader's view) one namespace of its
+    harness's names and its grader.py's, named as its folder; with `package=HARNESSES` its harness
+    alone (`call` and the settings: all a kit or the sandbox holds)."""
+    if package not in (SUITES, HARNESSES):
+        raise ValueError(f"package is SUITES or HARNESSES, not {package!r}")
+    if name not in suite_names():
+        raise KeyError(f"no graded function's folder named {name!r} in autograder/graded/ "
+                       f"(known: {', '.join(suite_names())})")
+    harness = importlib.import_module(f"{GRADED_PACKAGE}.{name}")
+    _require(harness, ("GRADED", "call"), f"autograder/graded/{name}/__init__.py")
+    if package == HARNESSES:
+        return harness
+    if name not in _WHOLE:
+        grader = importlib.import_module(f"{GRADED_PACKAGE}.{name}.grader")
+        _require(grader, ("make_inputs",), f"autograder/graded/{name}/grader.py")
+        whole = ModuleType(harness.__name__, harness.__doc__)
+        public = {k: v for k, v in vars(harness).items() if not k.startswith("__")}
+        private = {k: v for k, v in vars(grader).items() if not k.startswith("__")}
+        both = sorted(k for k in public.keys() & private.keys() if public[k] is not private[k])
+        if both:
+            raise AttributeError(f"autograder/graded/{name}/grader.py defines {', '.join(both)}, which its "
+                                 "__init__.py defines too: import them from there")
+        vars(whole).update({**private, **public})
+        _WHOLE[name] = whole
+    return _WHOLE[name]
+
+
+def _require(module: ModuleType, names: tuple[str, ...], where: str) -> None:
+    for attr in names:
+        if not hasattr(module, attr):
+            raise AttributeError(f"{where} lacks {attr}")
 
 
 def suite_settings(suite: ModuleType) -> dict:
+    """What the judge's runner reads of a harness: its timeout, tripwire and warm imports."""
     from .student_view import tripwire
 
     return {
-        "check_dtype": bool(getattr(suite, "CHECK_DTYPE", True)),
         "timeout": float(getattr(suite, "TIMEOUT", DEFAULT_TIMEOUT)),
         "tripwire": tripwire(suite),  # the suite's TRIPWIRE and its graded function's tripwire twins
         "warm": list(getattr(suite, "WARM", ())),

@@ -20,22 +20,22 @@ import time
 from pathlib import Path
 
 from .compare import compare, margin, verdict
-from .limits import Slot, start_limited
+from .limits import RUNNER_PROCESSES, Slot, start_limited
 from .recognition import besides, errors_not_raised, recognise, unfinished
 from .report import error_code
 from .suite_api import HARNESSES, SUITES
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RUNNER_MEMORY = int(float(os.environ.get("AUTOGRADER_RUNNER_MEMORY_GB", "6")) * 2**30)
-RUNNER_PROCESSES = 256
 RUNNER_OUTPUT = 256 * 2**20  # bytes of results a runner may write (outputs of every case, e.g. gradients)
 CASE_ERRORS = ("not loaded", "unusable", "reference")
 
 
 class Runner:
     """A runner process started ahead of its cases (`start_runner`): its imports done, it waits
-    for its payload on stdin. `package` is where it finds the suites (a sandbox sees only their
-    harnesses); `unsandboxed` says it runs without bubblewrap."""
+    for its payload on stdin. `package` is the view of the suites it loads (`suite_api.SUITES`, or
+    HARNESSES in a sandbox, which holds the harnesses only); `unsandboxed` says it runs without
+    bubblewrap."""
 
     def __init__(self, running, package: str, unsandboxed: bool):
         self.running, self.package, self.unsandboxed = running, package, unsandboxed

@@ -4,23 +4,21 @@
 
 Per suite, the seconds `make_suite_cases` takes without the known mistakes' signatures and with
 them (what `ensure_cases`, `make_cases` and a kit's practice cases now pay, once per draw); with
-`--tests`, also each suite's `many_draws_test` with `named_draws=0` (every mistake held to its
-named cases only, as before recognition) and with its default (signatures made and every mistake
-recognised on one draw in ten, 1 to NAMED_DRAWS of them), at the draw count its test module uses.
+`--tests`, also each suite's many-draws check (`tests.helpers.check_many_draws`) with
+`named_draws=0` (every mistake held to its named cases only, as before recognition) and with its
+default (signatures made and every mistake recognised on one draw in ten, 1 to NAMED_DRAWS of
+them), at the draw count its grader.py sets (DRAWS).
 Run it on a quiet machine: the figures are wall-clock seconds in one process with one torch thread.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import re
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-DRAWS = re.compile(r"many_draws_test\(SUITE, CORRECT[^)]*?draws=(\d+)")
 
 
 def seconds(fn) -> float:
@@ -31,15 +29,12 @@ def seconds(fn) -> float:
 
 def test_seconds(suite: str) -> tuple[int, float, float]:
     """(draws, seconds without recognition, seconds with it) of the suite's many-draws test."""
-    from tests.helpers import many_draws_test
+    from autograder.suite_api import load_suite
+    from tests.helpers import check_many_draws
 
-    path = Path(__file__).resolve().parent.parent / "tests" / "graded" / f"test_{suite}.py"
-    found = DRAWS.search(path.read_text(encoding="utf-8"))
-    draws = int(found.group(1)) if found else 40
-    module = importlib.import_module(f"tests.graded.test_{suite}")
-    same = getattr(module, "SAME_MISTAKES", None)
-    before = seconds(many_draws_test(suite, module.CORRECT, draws=draws, named_draws=0))
-    after = seconds(many_draws_test(suite, module.CORRECT, draws=draws, same_mistakes=same))
+    draws = getattr(load_suite(suite), "DRAWS", 40)
+    before = seconds(lambda: check_many_draws(suite, named_draws=0))
+    after = seconds(lambda: check_many_draws(suite))
     return draws, before, after
 
 

@@ -8,7 +8,7 @@ ever named, and recognition's precision and recall on mistakes written blind.
 On `--draws` draws of every suite's cases (seeds 0 .. N-1, made in this process as the case
 generator makes them, each mistake run as the judge runs it: `autograder.signatures`), each
 mistake's own outputs are recognised against every mistake's signature; with `--judge`, also every
-mistake, correct version and other implementation of a mistake (tests/graded: CORRECT,
+mistake, correct version and other implementation of a mistake (each grader.py's CORRECT,
 SAME_MISTAKES) through the real judge on the hidden draw (autograder/hidden/, made when missing).
 A mistake counts as named when recognition names it on every draw, alone when nothing else is
 named with it ("not recognisable": those the catalogue marks so, left out of the rates); "together"
@@ -16,7 +16,8 @@ counts mistakes named with another on some draw (outputs the draw's cases cannot
 names are shown); "no telling case" counts mistakes whose signature was empty on some draw (they
 pass every case there, or fail only where their tolerance holds the truth, so nothing names them),
 "near ties" those whose tree fell back to their own run on some case. The tests hold the same
-rates (tests/graded: `corpus_tests` through the judge, `many_draws_test` on 1 to 4 draws).
+rates (tests/test_graded.py: `check_mistake` through the judge, `check_many_draws` on 1 to 4
+draws).
 
 `--verdicts` prints how far the mistakes' failing values are from the truth, in tolerances: how
 many of their failing cases (wrong values only) the verdict "at rounding scale" covers
@@ -32,7 +33,6 @@ TRUE_NAMES), precision (true names given / names given, over entries and draws) 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -138,6 +138,23 @@ def blind(draws: int, judge: bool) -> int:
           f"recall {recalled}/{having} = {recalled / having if having else float('nan'):.3f} "
           f"(entries that have a true name and got one on every draw)")
     return 0
+
+
+def through_the_judge(suite: str) -> dict:
+    """On the hidden draw, through the real judge: the names each mistake, correct version and
+    other implementation of a mistake gets."""
+    from autograder.mistakes import catalogue
+    from autograder.suite_api import load_suite
+    from tests.helpers import corpus, judged, named
+
+    tests = load_suite(suite)
+    same = getattr(tests, "SAME_MISTAKES", {})
+    reports = judged(suite, corpus(suite))
+    return {"mistakes": {k: named(reports[f"mistake:{k}"]) for k, m in catalogue(suite).items() if m.recognisable},
+            "correct_named": sum(bool(named(reports[f"correct:{k}"])) or not reports[f"correct:{k}"]["passed"]
+                                 for k in tests.CORRECT),
+            "correct": len(tests.CORRECT),
+            "same": {k: (m, named(reports[f"same:{k}"])) for k, (m, _) in same.items()}}
 
 
 def row(label: str, stats: list[dict], draws: int, judged: list[dict], unrecognisable: int) -> str:

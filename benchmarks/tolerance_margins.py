@@ -2,7 +2,7 @@
 
 The tolerance rule (`autograder.compare`: F * (E + eps * S) + F * eps * |truth| + B, with B the
 case's rounding bound of `autograder.rounding`) is measured, not guessed: for every graded
-function, the correct versions of `tests/graded/test_<name>.py` run in this process (the judge's
+function, the correct versions of its grader.py (`autograder/graded/<name>/`) run in this process (the judge's
 comparison, `autograder.compare.compare`) on `--draws` draws of its cases (seeds from
 `--first-seed` on). Per function this prints:
 
@@ -20,7 +20,6 @@ comparison, `autograder.compare.compare`) on `--draws` draws of its cases (seeds
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import math
 import sys
@@ -39,14 +38,13 @@ def measure(name: str, draws: int, bounded: int, first_seed: int) -> dict:
     from autograder.suite_api import load_suite, run_case
     from tests.helpers import fn_from
 
-    module = importlib.import_module(f"tests.graded.test_{name}")
-    suite = load_suite(module.SUITE)
-    fns = {label: fn_from(src, suite.GRADED) for label, src in module.CORRECT.items()}
-    mistakes = catalogue(module.SUITE)
+    suite = load_suite(name)
+    fns = {label: fn_from(src, suite.GRADED) for label, src in suite.CORRECT.items()}
+    mistakes = catalogue(name)
     before, after, draws_before, share, caught = [], [], 0, 0.0, {}
     start = time.perf_counter()
     for seed in range(first_seed, first_seed + draws):
-        cases = make_suite_cases(module.SUITE, seed, mistakes=False, bounds=False)["cases"]
+        cases = make_suite_cases(name, seed, mistakes=False, bounds=False)["cases"]
         failed_draw = False
         for case in cases:
             outputs = {label: run_case(suite, fn, case["inputs"]) for label, fn in fns.items()}
@@ -104,7 +102,7 @@ def _missed_by(outputs, case: dict) -> float:
 
 
 def main(argv=None) -> int:
-    from tests.graded.test_every_function_has_a_corpus import graded_functions
+    from autograder.suite_api import suite_names
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("names", nargs="*")
@@ -113,7 +111,7 @@ def main(argv=None) -> int:
     p.add_argument("--first-seed", type=int, default=2000)
     args = p.parse_args(argv)
     results = {}
-    for name in args.names or graded_functions():
+    for name in args.names or suite_names():
         r = results[name] = measure(name, args.draws, args.bounded, args.first_seed)
         print(f"{name:36s} {r['draws']} draws x {r['versions']} versions: failed without the bound "
               f"{r['failures_without_bound']} ({r['draws_failed_without_bound']} draws), with it "

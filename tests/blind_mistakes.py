@@ -1,12 +1,12 @@
 """40 mistakes of graded functions, written blind: held-out data for recognition's precision.
 
 Written on 6 December 2026 by a contributor who had not read the catalogue of known mistakes
-(`autograder/mistakes/`), nor `tests/graded/`, the hidden cases or the README's section on
-recognition: only `course_lib` (the references and their docstrings), the lessons and the course
-map. Each entry is one whole solution cell of ONE graded function, as a student writes it (it
-imports from `course_lib` only names graded in an earlier notebook), and each is wrong on purpose
-(the contributor ran each against the reference on a few inputs of their own; several make two
-faults at once, several raise).
+nor the correct versions (each folder's `autograder/graded/<name>/grader.py`), the hidden cases or
+the README's section on recognition: only `course_lib` (the references and their docstrings), the
+lessons and the course map. Each entry is one whole solution cell of ONE graded function, as a
+student writes it (it imports from `course_lib` only names graded in an earlier notebook), and each
+is wrong on purpose (the contributor ran each against the reference on a few inputs of their own;
+several make two faults at once, several raise).
 
 Keys: "function" (the graded name), "notebook" (two digits), "label" (unique), "bug" (what is
 wrong, in the writer's words), "source" (the cell). The entries are as written; which names of the

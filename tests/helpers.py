@@ -202,151 +202,154 @@ def visible_check(lesson: str, grade_id: str):
     return namespace, compile(sources[test], str(path), "exec")
 
 
-def corpus_tests(suite: str, correct: dict[str, str], same_mistakes: dict[str, tuple[str, str]] | None = None):
-    """The two tests every graded function has (tests/graded/test_<name>.py; CONTRIBUTING.md):
+def corpus(suite: str) -> dict[str, str]:
+    """{label: a notebook cell's source} of every version of a graded function its grader.py holds:
+    "correct:<label>" for CORRECT, "mistake:<name>" for the catalogue's MISTAKES, "same:<label>" for
+    SAME_MISTAKES (a mistake written another way)."""
+    from autograder.mistakes import catalogue
+    from autograder.suite_api import load_suite
 
-    - each of `correct` (at least three independent correct versions, written the way different
-      students write them) earns full marks through the real judge, and is named by no mistake;
-    - each mistake of the suite's catalogue (`autograder/mistakes/<suite>.py`) loses them, fails at
-      least the cases it names, and is recognised: the judge names it (unless the catalogue marks
-      it not recognisable: no output of it tells it) and no mistake it does not make (an
-      alternative that no case tells apart from it aside). So is each of
-      `same_mistakes` ({label: (mistake name, source)}: the same mistake written another way), which
-      shows that recognition is about behaviour, not the code's text.
+    module = load_suite(suite)
+    return {**{f"correct:{k}": v for k, v in module.CORRECT.items()},
+            **{f"mistake:{k}": m.source for k, m in catalogue(suite).items()},
+            **{f"same:{k}": src for k, (_, src) in getattr(module, "SAME_MISTAKES", {}).items()}}
 
-    Use as `test_correct_version_earns_full_marks, test_mistake_loses_its_points = corpus_tests(...)`."""
-    import pytest
 
+def check_correct_version(suite: str, label: str) -> None:
+    """Correct version `label` of the suite earns full marks through the real judge, and no known
+    mistake is named (its largest share of a tolerance used is printed)."""
+    from autograder.report import format_report
+
+    report = judged(suite, corpus(suite))[f"correct:{label}"]
+    margins = [c.get("margin", 0.0) for c in report["cases"]]
+    print(f"{suite}/{label}: largest share of a tolerance used {max(margins, default=0):.3g}")
+    assert report["passed"], f"{suite}/{label} is correct but failed:\n{format_report(report, numbers=True)}"
+    assert not named(report), f"{suite}/{label} is correct but was named {named(report)}"
+
+
+def check_mistake(suite: str, label: str) -> None:
+    """Known mistake `label` of the suite (or "same:<label>", a mistake of SAME_MISTAKES written
+    another way) loses its points through the real judge, fails at least the cases its catalogue
+    names, and the judge names it (unless the catalogue marks it not recognisable: no output of it
+    tells it) and no mistake it does not make (an alternative that no case tells apart from it
+    aside), which shows that recognition is about behaviour, not the code's text."""
     from autograder.mistakes import catalogue
     from autograder.recognition import names
     from autograder.report import format_report
+    from autograder.suite_api import load_suite
 
     mistakes = catalogue(suite)
-    others = same_mistakes or {}
-    unknown = sorted({name for name, _ in others.values()} - set(mistakes))
-    if unknown:
-        raise AssertionError(f"{suite}: same_mistakes of mistakes its catalogue lacks: {unknown}")
-    versions = {**{f"correct:{k}": v for k, v in correct.items()},
-                **{f"mistake:{k}": m.source for k, m in mistakes.items()},
-                **{f"same:{k}": src for k, (_, src) in others.items()}}
-
-    @pytest.mark.slow
-    @pytest.mark.parametrize("label", list(correct))
-    def test_correct_version_earns_full_marks(label):
-        report = judged(suite, versions)[f"correct:{label}"]
-        margins = [c.get("margin", 0.0) for c in report["cases"]]
-        print(f"{suite}/{label}: largest share of a tolerance used {max(margins, default=0):.3g}")
-        assert report["passed"], f"{suite}/{label} is correct but failed:\n{format_report(report, numbers=True)}"
-        assert not named(report), f"{suite}/{label} is correct but was named {named(report)}"
-
-    @pytest.mark.slow
-    @pytest.mark.parametrize("label", list(mistakes) + list(others))
-    def test_mistake_loses_its_points(label):
-        mistake = others[label][0] if label in others else label
-        report = judged(suite, versions)[f"same:{label}" if label in others else f"mistake:{label}"]
-        assert not report["passed"], f"{suite}/{label} is wrong but passed every hidden case"
-        failed = {c["case"] for c in report["cases"] if not c["ok"]}
-        missing = [c for c in mistakes[mistake].cases if c not in failed] if not report.get("problem") else []
-        assert not missing, f"{suite}/{label} should fail {missing}:\n{format_report(report, numbers=True)}"
-        if mistakes[mistake].recognisable:
-            assert mistake in named(report), \
-                f"{suite}/{label} is not named {mistake} ({recognition_note(suite, mistake)}):\n{format_report(report)}"
-        wrong = [m["name"] for m in report.get("mistakes", []) if mistake not in names(m)]
-        assert not wrong, f"{suite}/{label} is also named {wrong}, a mistake it does not make:\n{format_report(report)}"
-
-    return test_correct_version_earns_full_marks, test_mistake_loses_its_points
+    same = getattr(load_suite(suite), "SAME_MISTAKES", {})
+    unknown = sorted({name for name, _ in same.values()} - set(mistakes))
+    assert not unknown, f"{suite}: SAME_MISTAKES of mistakes its catalogue lacks: {unknown}"
+    other = label.startswith("same:")
+    mistake = same[label[5:]][0] if other else label
+    report = judged(suite, corpus(suite))[label if other else f"mistake:{label}"]
+    assert not report["passed"], f"{suite}/{label} is wrong but passed every hidden case"
+    failed = {c["case"] for c in report["cases"] if not c["ok"]}
+    missing = [c for c in mistakes[mistake].cases if c not in failed] if not report.get("problem") else []
+    assert not missing, f"{suite}/{label} should fail {missing}:\n{format_report(report, numbers=True)}"
+    if mistakes[mistake].recognisable:
+        assert mistake in named(report), \
+            f"{suite}/{label} is not named {mistake} ({recognition_note(suite, mistake)}):\n{format_report(report)}"
+    wrong = [m["name"] for m in report.get("mistakes", []) if mistake not in names(m)]
+    assert not wrong, f"{suite}/{label} is also named {wrong}, a mistake it does not make:\n{format_report(report)}"
 
 
-NAMED_DRAWS = 4  # the most draws on which many_draws_test also makes the mistakes' signatures and recognises them
+NAMED_DRAWS = 4  # the most draws on which check_many_draws also makes the mistakes' signatures and recognises them
 
 
-def many_draws_test(suite: str, correct: dict[str, str], draws: int = 40, named_draws: int | None = None,
-                    same_mistakes: dict[str, tuple[str, str]] | None = None):
-    """A test that, on each of `draws` fresh draws of the suite's hidden cases (seeds 0 .. draws - 1),
-    compared in this process, each of `correct` passes every case and each mistake of the suite's
-    catalogue fails every case it names: a grading run draws its cases with a fresh secret seed, so a
-    tolerance must hold on every draw, not on the one a test saw, and a case meant to catch a mistake
-    must catch it on every draw (a binary-reward case whose draw held no reward let two mistakes
-    through in CI). On the first `named_draws` of them (default: one draw in ten, at least 1 and at
-    most NAMED_DRAWS, so that the suites whose cases run models, tested on few draws, pay for their
-    mistakes' float64 runs once), each mistake's signature is
-    made as the case generator makes it, and recognition must name each mistake from its own
-    outputs, and each of `same_mistakes` (the same mistake written another way) as its mistake;
-    no other name may be given to a mistake's outputs but an alternative no case of the draw tells
-    apart from it (printed). Mistakes run as in the judge
-    (`autograder.signatures.references_hidden`: a reference the judge hides raises here too). For
-    suites whose cases are cheap to make. Cases are compared first without their rounding bounds
-    (tighter) and made again with them only where a version fails or a mistake fails a case it
-    names (`autograder.cases.bounded_case`): the verdicts of grading's cases at the cost of the
-    cases without bounds."""
-    import pytest
-
-    from autograder.cases import bounded_case, make_suite_cases
+def check_many_draws(suite: str, draws: int | None = None, named_draws: int | None = None) -> None:
+    """On each of `draws` fresh draws of the suite's hidden cases (seeds 0 .. draws - 1; default: the
+    grader.py's DRAWS, else 40), compared in this process, each correct version passes every case
+    and each mistake of the catalogue fails every case it names: a grading run draws its cases with
+    a fresh secret seed, so a tolerance must hold on every draw, not on the one a test saw, and a
+    case meant to catch a mistake must catch it on every draw (a binary-reward case whose draw held
+    no reward let two mistakes through in CI). On the first `named_draws` of them (default: the
+    grader.py's NAMED_DRAWS, else one draw in ten, at least 1 and at most NAMED_DRAWS, so that the
+    suites whose cases run models, tested on few draws, pay for their mistakes' float64 runs once),
+    each mistake's signature is made as the case generator makes it, and recognition must name each
+    mistake from its own outputs, and each of SAME_MISTAKES (the same mistake written another way)
+    as its mistake; no other name may be given to a mistake's outputs but an alternative no case of
+    the draw tells apart from it (printed). Mistakes run as in the judge
+    (`autograder.signatures.references_hidden`: a reference the judge hides raises here too). Cases
+    are compared first without their rounding bounds (tighter) and made again with them only where
+    a version fails or a mistake fails a case it names (`autograder.cases.bounded_case`): the
+    verdicts of grading's cases at the cost of the cases without bounds. The first draw is the
+    practice draw (`seeded_cases`, made once for the kits, `make check` and this check: its
+    signatures are read from it)."""
+    from autograder.cases import bounded_case, make_suite_cases, seeded_cases
     from autograder.compare import compare
     from autograder.mistakes import catalogue
     from autograder.recognition import names as names_of
     from autograder.recognition import recognise
     from autograder.signatures import draw_signatures, fails, mistake_results, passed_cases
-    from autograder.suite_api import load_suite, run_case, suite_settings
+    from autograder.suite_api import PRACTICE_SEED, load_suite, run_case, suite_settings
 
-    def problems_of(module, fn, case) -> list:
+    module = load_suite(suite)
+    draws = getattr(module, "DRAWS", 40) if draws is None else draws
+    if named_draws is None:
+        named_draws = getattr(module, "NAMED_DRAWS", min(NAMED_DRAWS, max(1, draws // 10)))
+    same_mistakes = getattr(module, "SAME_MISTAKES", {})
+
+    def problems_of(fn, case) -> list:
         try:
             return compare(run_case(module, fn, case["inputs"]), case["expected"], {})
         except Exception as err:  # the judge records an error as a failed case
             return [repr(err)]
 
-    recognised = min(NAMED_DRAWS, max(1, draws // 10)) if named_draws is None else named_draws
+    settings = suite_settings(module)
+    fns = {label: fn_from(src, module.GRADED) for label, src in module.CORRECT.items()}
+    mistakes = catalogue(suite)
+    failures, together = [], set()
+    for seed in range(draws):
+        shared = seeded_cases(suite, seed) if seed == PRACTICE_SEED and seed < named_draws else None
+        cases = shared["cases"] if shared else make_suite_cases(suite, seed, mistakes=False,
+                                                                bounds=seed < named_draws)["cases"]
+        bounded = {} if seed >= named_draws else {case["name"]: case for case in cases}
 
-    def test_each_version_holds_on_many_draws():
-        module = load_suite(suite)
-        settings = suite_settings(module)
-        fns = {label: fn_from(src, module.GRADED) for label, src in correct.items()}
-        mistakes = catalogue(suite)
-        failures, together = [], set()
-        for seed in range(draws):
-            cases = make_suite_cases(suite, seed, mistakes=False, bounds=seed < recognised)["cases"]
-            bounded = {} if seed >= recognised else {case["name"]: case for case in cases}
+        def graded(case):  # the case as grading makes it
+            if case["name"] not in bounded:
+                bounded[case["name"]] = bounded_case(suite, case)
+            return bounded[case["name"]]
 
-            def graded(case):  # the case as grading makes it
-                if case["name"] not in bounded:
-                    bounded[case["name"]] = bounded_case(suite, case)
-                return bounded[case["name"]]
-
-            for case in cases:
-                for label, fn in fns.items():
-                    problems = problems_of(module, fn, case) and problems_of(module, fn, graded(case))
-                    if problems:
-                        failures.append(f"seed {seed}, {case['name']}, {label}: {problems}")
-            by_name = {case["name"]: case for case in cases}
-            if seed < recognised:  # every mistake on every case, its signature, and recognition
-                signatures, results = draw_signatures(suite, module, cases)
-                errors = [case["name"] for case in cases if case.get("error_case")]
-                for label in results:
-                    groups = [names_of(m) for m in recognise(results[label], signatures, settings, error_cases=errors,
-                                                             passed=passed_cases(module, results[label], cases))]
-                    if not any(label in g for g in groups):
-                        failures.append(f"seed {seed}: mistake {label} is not named from its own outputs")
-                    failures += [f"seed {seed}: mistake {label} is also named {' or '.join(g)}" for g in groups
-                                 if label not in g]
-                    together |= {tuple(sorted((label, other))) for g in groups for other in g if other != label}
-                for label, (name, src) in (same_mistakes or {}).items():
-                    got = mistake_results(module, src, cases)
-                    groups = [names_of(m) for m in recognise(got, signatures, settings, error_cases=errors,
-                                                             passed=passed_cases(module, got, cases))]
-                    if not groups or any(name not in g for g in groups):
-                        failures.append(f"seed {seed}: {label} is not named {name} alone (named: {groups})")
+        for case in cases:
+            for label, fn in fns.items():
+                problems = problems_of(fn, case) and problems_of(fn, graded(case))
+                if problems:
+                    failures.append(f"seed {seed}, {case['name']}, {label}: {problems}")
+        by_name = {case["name"]: case for case in cases}
+        if seed < named_draws:  # every mistake on every case, its signature, and recognition
+            if shared:
+                signatures = shared["mistakes"]
+                results = {label: mistake_results(module, mistakes[label].source, cases) for label in signatures}
             else:
-                results = {}
-            for label, m in mistakes.items():
-                got = results.get(label) or mistake_results(module, m.source, [by_name[n] for n in m.cases])
-                failures += [f"seed {seed}: mistake {label} passes {name}" for name in m.cases
-                             if not fails(got[name], by_name[name], settings)
-                             or not fails(got[name], graded(by_name[name]), settings)]
-        if together:
-            print(f"{suite}: mistakes named together on some draw: {sorted(together)}")
-        assert not failures, "\n".join(failures[:10])
-
-    return pytest.mark.slow(test_each_version_holds_on_many_draws)
+                signatures, results = draw_signatures(suite, module, cases)
+            errors = [case["name"] for case in cases if case.get("error_case")]
+            for label in results:
+                groups = [names_of(m) for m in recognise(results[label], signatures, settings, error_cases=errors,
+                                                         passed=passed_cases(module, results[label], cases))]
+                if not any(label in g for g in groups):
+                    failures.append(f"seed {seed}: mistake {label} is not named from its own outputs")
+                failures += [f"seed {seed}: mistake {label} is also named {' or '.join(g)}" for g in groups
+                             if label not in g]
+                together |= {tuple(sorted((label, other))) for g in groups for other in g if other != label}
+            for label, (name, src) in same_mistakes.items():
+                got = mistake_results(module, src, cases)
+                groups = [names_of(m) for m in recognise(got, signatures, settings, error_cases=errors,
+                                                         passed=passed_cases(module, got, cases))]
+                if not groups or any(name not in g for g in groups):
+                    failures.append(f"seed {seed}: {label} is not named {name} alone (named: {groups})")
+        else:
+            results = {}
+        for label, m in mistakes.items():
+            got = results.get(label) or mistake_results(module, m.source, [by_name[n] for n in m.cases])
+            failures += [f"seed {seed}: mistake {label} passes {name}" for name in m.cases
+                         if not fails(got[name], by_name[name], settings)
+                         or not fails(got[name], graded(by_name[name]), settings)]
+    if together:
+        print(f"{suite}: mistakes named together on some draw: {sorted(together)}")
+    assert not failures, "\n".join(failures[:10])
 
 
 # ---------------------------------------------------------------- batchers (notebook 14)

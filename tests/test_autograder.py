@@ -92,7 +92,7 @@ def test_verdicts_tell_rounding_from_a_wrong_value():
     exp = expect(x, x.double())
     allowed = exp.atol + exp.rtol * exp.truth.abs()
     assert verdict(compare(x, exp, SETTINGS)) == "pass" and margin(x, exp) < 1
-    assert verdict(compare(exp.truth + 3.5 * allowed, exp, {"check_dtype": False})) == "rounding"
+    assert verdict(compare((exp.truth + 3.5 * allowed).float(), exp, SETTINGS)) == "rounding"
     assert verdict(compare((exp.truth + 4.5 * allowed).float(), exp, SETTINGS)) == "far"
     assert verdict(compare((exp.truth + 52 * allowed).float(), exp, SETTINGS)) == "far"
     assert verdict(compare(x + 0.1, exp, SETTINGS)) == "far"
@@ -322,10 +322,12 @@ PROBE = r"""
 import json, os, pathlib, course_lib, course_lib.logprobs, inspect
 repo = pathlib.Path(course_lib.__file__).resolve().parent.parent
 seen = {p: (repo / p).exists() and any((repo / p).iterdir()) for p in
-        ["solutions", "lessons", "notebooks", "tests", ".git", "build", "autograder/hidden", "autograder/suites",
-         "autograder/mistakes", "autograder/harness", "data", "course_lib"]}
+        ["solutions", "lessons", "notebooks", "tests", ".git", "build", "autograder/hidden", "autograder/graded",
+         "data", "course_lib"]}
 seen["grader modules"] = any((repo / "autograder" / m).exists() for m in ("cases.py", "judge.py", "grade.py",
-                                                                         "signatures.py"))
+                                                                         "signatures.py", "mistakes.py"))
+seen["grader.py"] = any((repo / "autograder" / "graded").rglob("grader.py"))
+seen["graded test"] = any((repo / "autograder" / "graded").rglob("test_*.py"))
 seen["stub"] = "NotImplementedError" in inspect.getsource(course_lib.logprobs.compute_entropy)
 seen["early_reference"] = "NotImplementedError" not in inspect.getsource(course_lib.extract_gsm8k_answer)
 seen["other copy"] = os.path.exists(os.environ["OTHER_COPY"])
@@ -356,10 +358,9 @@ def test_the_sandbox_is_built_from_what_it_needs(tmp_path):
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     home = seen.pop("home")
     assert seen == {"solutions": False, "lessons": False, "notebooks": False, "tests": False, ".git": False,
-                    "build": False, "autograder/hidden": False, "autograder/suites": False,
-                    "autograder/mistakes": False, "autograder/harness": True,
-                    "data": True, "course_lib": True, "grader modules": False, "stub": True, "early_reference": True,
-                    "other copy": False}, seen
+                    "build": False, "autograder/hidden": False, "autograder/graded": True, "grader.py": False,
+                    "graded test": False, "data": True, "course_lib": True, "grader modules": False, "stub": True,
+                    "early_reference": True, "other copy": False}, seen
     assert not home or home == [".pyenv"] or not any("course" in h for h in home), home
 
 

@@ -36,6 +36,7 @@ import torch
 
 import course_lib
 from autograder.assignments import LESSONS
+from autograder.cases import reference_of
 from autograder.lesson_format import lesson_files, read_lesson
 from autograder.suite_api import load_suite, run_case, suite_names
 
@@ -166,7 +167,7 @@ def case_outcomes(suite: types.ModuleType, reference) -> dict:
 @functools.lru_cache(maxsize=None)
 def outcomes_of(name: str) -> dict:
     suite = load_suite(name)
-    return case_outcomes(suite, getattr(course_lib, suite.GRADED))
+    return case_outcomes(suite, reference_of(suite.GRADED))
 
 
 def contract_problems(suite: types.ModuleType, reference, outcomes: dict | None = None) -> list[str]:
@@ -246,14 +247,14 @@ def _known(test: str):
 @pytest.mark.parametrize("name", suite_names())
 def test_every_error_case_is_named_in_the_docstring(name):
     suite = load_suite(name)
-    problems = contract_problems(suite, getattr(course_lib, suite.GRADED), outcomes_of(name))
+    problems = contract_problems(suite, reference_of(suite.GRADED), outcomes_of(name))
     assert not problems, f"suite {name}:\n" + "\n".join(problems)
 
 
 @pytest.mark.parametrize("name", _known("docstring_dtypes"))
 def test_every_dtype_the_cases_check_is_named_in_the_docstring(name):
     suite = load_suite(name)
-    reference = getattr(course_lib, suite.GRADED)
+    reference = reference_of(suite.GRADED)
     missing = missing_words(reference.__doc__ or "", dtype_words(outcomes_of(name)["dtypes"]))
     assert not missing, (f"{suite.GRADED}'s docstring does not name the dtypes {missing} its cases check "
                          f"('follows': a dtype that is the inputs', stated as a dtype)")

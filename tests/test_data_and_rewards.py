@@ -1,5 +1,5 @@
 """The r1_zero reward, the data loaders, and errors on malformed data. (The graded functions of
-notebook 01 are tested in tests/graded/.)"""
+notebook 01 are tested in their folders, autograder/graded/.)"""
 
 from __future__ import annotations
 

@@ -39,6 +39,8 @@ from autograder.sandbox import bubblewrap_works
 from tests.container import container_like, usable, user_python
 from tests.exploits import HOARD, TRICKLE, leak_attack
 
+pytestmark = pytest.mark.xdist_group("gradescope")  # the zip built once, not once per worker
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = "07_clip_loss.ipynb"
 SUITES = ["compute_grpo_clip_loss", "compute_naive_policy_gradient_loss", "compute_policy_gradient_loss",

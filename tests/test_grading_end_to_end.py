@@ -1,6 +1,6 @@
 """Mistakes graded end to end through `autograder.grade.grade`, as whole notebooks.
 
-The per-function corpora (tests/graded/) run each wrong version through the judge directly; this
+tests/test_graded.py runs each graded function's wrong versions through the judge directly; this
 runs some of them as a student's submitted notebook: nbgrader's layout, the sandboxed kernel, the
 judge server and the gradebook, and checks that each loses exactly the points of its cell, and that
 the judge names the known mistake where students and instructors read it."""

@@ -36,7 +36,7 @@ import pytest
 import torch
 
 from autograder.assignments import NO_LESSON_YET, assignments, open_names, registry, unassigned
-from autograder.kit import build_kit, harness_leaks, harness_source, leaks, secret_lines
+from autograder.kit import build_kit, harness_leaks, leaks, secret_lines
 from autograder.stubs import module_path, stub_message, stub_source, write_stubbed
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,23 +185,72 @@ print(json.dumps(out))
 # ---------------------------------------------------------------- the kit of every assignment
 @pytest.fixture(scope="module")
 def kits(tmp_path_factory):
-    """The kit (folder and zip) of every assignment, built once for this module."""
+    """kits(NN): the kit (folder and zip) of assignment NN, built once per worker when a test first
+    asks for it (a worker builds the kits of the tests it runs; their practice cases are made once,
+    `autograder.cases.seeded_cases`)."""
     root = tmp_path_factory.mktemp("kits")
-    return {a: build_kit(a, root / f"kit{a}") for a in ASSIGNMENTS}
+    built = {}
+
+    def kit(assignment: str) -> Path:
+        if assignment not in built:
+            built[assignment] = build_kit(assignment, root / f"kit{assignment}")
+        return built[assignment]
+
+    return kit
 
 
-def test_harness_keeps_call_and_drops_the_case_generator_and_the_truth():
-    source = (ROOT / "autograder" / "suites" / "compute_entropy.py").read_text(encoding="utf-8")
-    harness = harness_source(source)
-    assert "def make_inputs" not in harness and "def call(" in harness and 'GRADED = "compute_entropy"' in harness
-    rewards = harness_source((ROOT / "autograder" / "suites" / "compute_group_normalized_rewards.py").read_text())
-    assert "def truth(" not in rewards and "def call(" in rewards  # a truth is a float64 implementation
+PRIVATE_PROBE = r"""
+import importlib, json, sys
+# as in a kit or the sandbox, where this repository is not installed: no editable-install finder
+sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")]
+from autograder.suite_api import HARNESSES, load_suite, suite_names
+out = {"suites": suite_names(), "harnesses": [load_suite(s, HARNESSES).GRADED for s in suite_names()], "importable": []}
+for s in suite_names():
+    try:
+        load_suite(s)
+        out["importable"].append(s)
+    except ModuleNotFoundError:
+        pass
+for m in ["autograder.mistakes", "autograder.cases", "autograder.signatures", "autograder.graded._log_ratio_cases",
+          *[f"autograder.graded.{s}.grader" for s in suite_names()]]:
+    try:
+        importlib.import_module(m)
+        out["importable"].append(m)
+    except ModuleNotFoundError:
+        pass
+print(json.dumps(out))
+"""
+
+
+def test_nothing_private_is_importable_from_the_kernel_side(tmp_path):
+    """What a kit and the grading sandbox hold of autograder (`write_kernel_side`) is each folder's
+    harness, copied as a file: every harness loads there (`call` and its settings), and no grader.py,
+    shared case module, catalogue or case maker can be imported, nor the grader's view of a suite."""
+    from autograder.harness import write_kernel_side
+    from autograder.suite_api import suite_names
+
+    suites = ["compute_entropy", "kl_k2", "grpo_train_step"]
+    target = write_kernel_side(tmp_path, suites)
+    graded = sorted(p.relative_to(target).as_posix() for p in (target / "graded").rglob("*") if p.is_file())
+    # kl_k2's harness takes kl_k1's call: the harnesses a harness imports come with it
+    assert graded == ["graded/__init__.py", "graded/compute_entropy/__init__.py", "graded/grpo_train_step/__init__.py",
+                      "graded/kl_k1/__init__.py", "graded/kl_k2/__init__.py"], graded
+    for suite in suites:
+        assert (target / "graded" / suite / "__init__.py").read_bytes() == \
+            (ROOT / "autograder" / "graded" / suite / "__init__.py").read_bytes()
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}", "PYTHONSAFEPATH": "1"}
+    proc = subprocess.run([sys.executable, "-c", PRIVATE_PROBE], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen == {"suites": sorted(suites + ["kl_k1"]), "harnesses": sorted(suites + ["kl_k1"]), "importable": []}, seen
+    assert set(suite_names()) > set(seen["suites"])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_student_kit_has_no_reference_of_an_open_assignment(assignment, kits):
-    kit = kits[assignment]
+    kit = kits(assignment)
     zip_path = kit.with_suffix(".zip")
     assert zip_path.is_file()
     top = {p.name for p in kit.iterdir()}
@@ -210,21 +259,23 @@ def test_student_kit_has_no_reference_of_an_open_assignment(assignment, kits):
     assert sorted(p.name for p in (kit / "notebooks").iterdir()) == [a for a in ASSIGNMENTS if a <= assignment]
     files = [p for p in kit.rglob("*") if p.is_file()]
     names = {p.relative_to(kit).as_posix() for p in files}
-    assert not any(n.startswith(("solutions/", "lessons/", "tests/", "autograder/suites/", "autograder/hidden/", ".git"))
-                   for n in names)
+    assert not any(n.startswith(("solutions/", "lessons/", "tests/", "autograder/hidden/", ".git")) for n in names)
+    graded = [n for n in names if n.startswith("autograder/graded/")]
+    assert graded and all(n.endswith("/__init__.py") and n.count("/") <= 3 for n in graded), graded  # harnesses only
     with zipfile.ZipFile(zip_path) as z:
         assert sorted(n.split("/", 1)[1] for n in z.namelist() if not n.endswith("/")) == sorted(names)
     for path in files:
         if path.suffix in (".py", ".ipynb", ".md", ".json", ".txt", ""):
             text = path.read_text(encoding="utf-8", errors="replace")
-            assert not re.search(r"^def (make_inputs|truth|truth_inputs)\(", text, flags=re.M), \
+            assert not re.search(r"^def (make_inputs|truth)\(", text, flags=re.M), \
                 f"{path}: a case generator or a suite's truth"
             assert "BEGIN SOLUTION" not in text and "check_hidden(" not in text, path
     manifest = json.loads((kit / "practice" / "manifest.json").read_text())
     assert sorted(manifest) == [a for a in ASSIGNMENTS if a <= assignment]
     for a, entry in manifest.items():
         for suite in entry["suites"]:
-            assert (kit / "practice" / a / f"{suite}.pt").is_file() and (kit / "autograder" / "harness" / f"{suite}.py").is_file()
+            assert (kit / "practice" / a / f"{suite}.pt").is_file()
+            assert (kit / "autograder" / "graded" / suite / "__init__.py").is_file()
             known = torch.load(kit / "practice" / a / f"{suite}.pt", weights_only=False)["mistakes"]
             assert known and all(set(m) == {"sentence", "signature", "untold", "returned", "covers"}
                                  for m in known.values()), suite  # outputs and case names, no code
@@ -249,12 +300,12 @@ def test_the_leak_check_finds_a_planted_reference(tmp_path):
     shutil.make_archive(str(tmp_path / "planted"), "zip", root_dir=tmp_path, base_dir="kit")
     assert leaks(tmp_path / "planted.zip", assignment)
     shutil.rmtree(planted / "course_lib")  # and a catalogue of mistakes, whose code is grader-only
-    shutil.copy(ROOT / "autograder" / "mistakes" / "masked_mean.py", planted / "notes.py")
+    shutil.copy(ROOT / "autograder" / "graded" / "masked_mean" / "grader.py", planted / "notes.py")
     found = leaks(planted, assignment)
     assert found and {f for f, _ in found} == {"notes.py"}
     # a mistake's code as a string in a case file: a torch archive's pickle is read (its storages are not)
     (planted / "notes.py").unlink()
-    torch.save({"cases": [], "note": (ROOT / "autograder" / "mistakes" / "masked_mean.py").read_text()},
+    torch.save({"cases": [], "note": (ROOT / "autograder" / "graded" / "masked_mean" / "grader.py").read_text()},
                planted / "practice" / "notes.pt")
     found = leaks(planted, assignment)
     assert found and {f for f, _ in found} == {"practice/notes.pt!notes/data.pkl"}, found
@@ -305,7 +356,7 @@ def test_kit_setup_check_and_notebook_run(kits, tmp_path):
     kit's course_lib, where the graded names of its assignment and later are stubs."""
     assignment = ASSIGNMENTS[-1]
     kit = tmp_path / "kit"
-    shutil.copytree(kits[assignment], kit)
+    shutil.copytree(kits(assignment), kit)
     python = seeded_venv(kit)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(OMP_NUM_THREADS="1", PATH=f"{python.parent}{os.pathsep}{env.get('PATH', '')}")
