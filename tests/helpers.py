@@ -202,6 +202,19 @@ def visible_check(lesson: str, grade_id: str):
     return namespace, compile(sources[test], str(path), "exec")
 
 
+def blind_versions(suite: str) -> dict[str, str]:
+    """{"blind:<label>": source} of the blind set's entries for `suite` (`tests/blind_mistakes.py`)."""
+    from tests.blind_mistakes import BLIND
+
+    return {f"blind:{e['label']}": e["source"] for e in BLIND if e["function"] == suite}
+
+
+def judged_all(suite: str) -> dict[str, dict]:
+    """The judge's report of every version of `corpus` and `blind_versions`, by label: one judge run
+    per suite and process for the corpus and the blind set alike."""
+    return judged(suite, {**corpus(suite), **blind_versions(suite)})
+
+
 def corpus(suite: str) -> dict[str, str]:
     """{label: a notebook cell's source} of every version of a graded function its grader.py holds:
     "correct:<label>" for CORRECT, "mistake:<name>" for the catalogue's MISTAKES, "same:<label>" for
@@ -220,7 +233,7 @@ def check_correct_version(suite: str, label: str) -> None:
     mistake is named (its largest share of a tolerance used is printed)."""
     from autograder.report import format_report
 
-    report = judged(suite, corpus(suite))[f"correct:{label}"]
+    report = judged_all(suite)[f"correct:{label}"]
     margins = [c.get("margin", 0.0) for c in report["cases"]]
     print(f"{suite}/{label}: largest share of a tolerance used {max(margins, default=0):.3g}")
     assert report["passed"], f"{suite}/{label} is correct but failed:\n{format_report(report, numbers=True)}"
@@ -244,7 +257,7 @@ def check_mistake(suite: str, label: str) -> None:
     assert not unknown, f"{suite}: SAME_MISTAKES of mistakes its catalogue lacks: {unknown}"
     other = label.startswith("same:")
     mistake = same[label[5:]][0] if other else label
-    report = judged(suite, corpus(suite))[label if other else f"mistake:{label}"]
+    report = judged_all(suite)[label if other else f"mistake:{label}"]
     assert not report["passed"], f"{suite}/{label} is wrong but passed every hidden case"
     failed = {c["case"] for c in report["cases"] if not c["ok"]}
     missing = [c for c in mistakes[mistake].cases if c not in failed] if not report.get("problem") else []
@@ -254,6 +267,36 @@ def check_mistake(suite: str, label: str) -> None:
             f"{suite}/{label} is not named {mistake} ({recognition_note(suite, mistake)}):\n{format_report(report)}"
     wrong = [m["name"] for m in report.get("mistakes", []) if mistake not in names(m)]
     assert not wrong, f"{suite}/{label} is also named {wrong}, a mistake it does not make:\n{format_report(report)}"
+
+
+_DRAWN: dict = {}
+
+
+def named_draw(suite: str, seed: int) -> tuple[list[dict], dict, dict]:
+    """(cases, {mistake: signature}, {mistake: its results}) of the suite's draw `seed`, made as
+    grading makes them (rounding bounds and signatures), for the mistakes outputs can recognise.
+    The practice draw is read from `seeded_cases` (made once for the kits and `make check`). Kept
+    for the last suite asked in this process: its many-draws check and the blind set's draws share
+    them (one xdist group per suite)."""
+    from autograder.cases import make_suite_cases, seeded_cases
+    from autograder.mistakes import catalogue
+    from autograder.signatures import draw_signatures, mistake_results
+    from autograder.suite_api import PRACTICE_SEED, load_suite
+
+    if (suite, seed) not in _DRAWN:
+        if any(key[0] != suite for key in _DRAWN):
+            _DRAWN.clear()
+        module = load_suite(suite)
+        if seed == PRACTICE_SEED:
+            shared = seeded_cases(suite, seed)
+            cases, signatures = shared["cases"], shared["mistakes"]
+            mistakes = catalogue(suite)
+            results = {label: mistake_results(module, mistakes[label].source, cases) for label in signatures}
+        else:
+            cases = make_suite_cases(suite, seed, mistakes=False)["cases"]
+            signatures, results = draw_signatures(suite, module, cases)
+        _DRAWN[suite, seed] = cases, signatures, results
+    return _DRAWN[suite, seed]
 
 
 NAMED_DRAWS = 4  # the most draws on which check_many_draws also makes the mistakes' signatures and recognises them
@@ -275,16 +318,15 @@ def check_many_draws(suite: str, draws: int | None = None, named_draws: int | No
     (`autograder.signatures.references_hidden`: a reference the judge hides raises here too). Cases
     are compared first without their rounding bounds (tighter) and made again with them only where
     a version fails or a mistake fails a case it names (`autograder.cases.bounded_case`): the
-    verdicts of grading's cases at the cost of the cases without bounds. The first draw is the
-    practice draw (`seeded_cases`, made once for the kits, `make check` and this check: its
-    signatures are read from it)."""
-    from autograder.cases import bounded_case, make_suite_cases, seeded_cases
+    verdicts of grading's cases at the cost of the cases without bounds. The named draws are
+    `named_draw`'s, which the blind set's check shares (the first is the practice draw)."""
+    from autograder.cases import bounded_case, make_suite_cases
     from autograder.compare import compare
     from autograder.mistakes import catalogue
     from autograder.recognition import names as names_of
     from autograder.recognition import recognise
-    from autograder.signatures import draw_signatures, fails, mistake_results, passed_cases
-    from autograder.suite_api import PRACTICE_SEED, load_suite, run_case, suite_settings
+    from autograder.signatures import fails, mistake_results, passed_cases
+    from autograder.suite_api import load_suite, run_case, suite_settings
 
     module = load_suite(suite)
     draws = getattr(module, "DRAWS", 40) if draws is None else draws
@@ -303,9 +345,10 @@ def check_many_draws(suite: str, draws: int | None = None, named_draws: int | No
     mistakes = catalogue(suite)
     failures, together = [], set()
     for seed in range(draws):
-        shared = seeded_cases(suite, seed) if seed == PRACTICE_SEED and seed < named_draws else None
-        cases = shared["cases"] if shared else make_suite_cases(suite, seed, mistakes=False,
-                                                                bounds=seed < named_draws)["cases"]
+        if seed < named_draws:
+            cases, signatures, results = named_draw(suite, seed)
+        else:
+            cases = make_suite_cases(suite, seed, mistakes=False, bounds=False)["cases"]
         bounded = {} if seed >= named_draws else {case["name"]: case for case in cases}
 
         def graded(case):  # the case as grading makes it
@@ -320,11 +363,6 @@ def check_many_draws(suite: str, draws: int | None = None, named_draws: int | No
                     failures.append(f"seed {seed}, {case['name']}, {label}: {problems}")
         by_name = {case["name"]: case for case in cases}
         if seed < named_draws:  # every mistake on every case, its signature, and recognition
-            if shared:
-                signatures = shared["mistakes"]
-                results = {label: mistake_results(module, mistakes[label].source, cases) for label in signatures}
-            else:
-                signatures, results = draw_signatures(suite, module, cases)
             errors = [case["name"] for case in cases if case.get("error_case")]
             for label in results:
                 groups = [names_of(m) for m in recognise(results[label], signatures, settings, error_cases=errors,

@@ -70,14 +70,15 @@ TRUE_NAMES: dict[str, set[str]] = {
 
 def names_on_draws(entries: list[dict], seeds) -> dict[str, list[tuple[int, bool, list[list[str]]]]]:
     """{label: [(seed, whether it fails a case, the names recognition gives it)]} for each entry
-    (BLIND's shape), on each draw of its suite's cases: made in this process as the case
-    generator makes them, the entry run as the judge runs it (`autograder.signatures`). Each name
-    given is a list: a mistake and its alternatives (`autograder.recognition.names`)."""
-    from autograder.cases import make_suite_cases
+    (BLIND's shape), on each draw of its suite's cases: made in this process as grading makes them
+    (`tests.helpers.named_draw`, shared with the suite's many-draws check), the entry run as the
+    judge runs it (`autograder.signatures`). Each name given is a list: a mistake and its
+    alternatives (`autograder.recognition.names`)."""
     from autograder.recognition import names as names_of
     from autograder.recognition import recognise
-    from autograder.signatures import draw_signatures, mistake_results, passed_cases
+    from autograder.signatures import mistake_results, passed_cases
     from autograder.suite_api import load_suite, suite_settings
+    from tests.helpers import named_draw
 
     by_suite = defaultdict(list)
     for entry in entries:
@@ -87,8 +88,7 @@ def names_on_draws(entries: list[dict], seeds) -> dict[str, list[tuple[int, bool
         module = load_suite(suite)
         settings = suite_settings(module)
         for seed in seeds:
-            cases = make_suite_cases(suite, seed, mistakes=False)["cases"]
-            signatures, _ = draw_signatures(suite, module, cases)
+            cases, signatures, _ = named_draw(suite, seed)
             error_cases = [c["name"] for c in cases if c.get("error_case")]
             for entry in group:
                 results = mistake_results(module, entry["source"], cases)
@@ -113,41 +113,50 @@ def test_every_blind_entry_has_its_true_names_judged():
         assert not unknown, f"{entry['label']}: {sorted(unknown)} are not names of {entry['function']}'s catalogue"
 
 
+def by_suite() -> list:
+    """pytest params, one per graded function of the blind set, each in its folder's xdist group:
+    the draws and the judge's run its corpus tests make are shared (`tests.helpers`)."""
+    return [pytest.param(suite, id=suite, marks=pytest.mark.xdist_group(suite))
+            for suite in sorted({e["function"] for e in BLIND})]
+
+
 @pytest.mark.slow
-def test_no_false_name_on_the_blind_set_on_several_draws():
-    """Each blind entry fails, and recognition gives it no name outside TRUE_NAMES, on BLIND_DRAWS
-    draws of its suite's cases, in process. Prints what it named and the recall."""
-    got = names_on_draws(BLIND, range(BLIND_DRAWS))
+@pytest.mark.parametrize("suite", by_suite())
+def test_no_false_name_on_the_blind_set_on_several_draws(suite):
+    """Each blind entry of `suite` fails, and recognition gives it no name outside TRUE_NAMES, on
+    BLIND_DRAWS draws of its suite's cases, in process. Prints what it named and the recall."""
+    entries = [e for e in BLIND if e["function"] == suite]
+    got = names_on_draws(entries, range(BLIND_DRAWS))
     problems = []
-    for entry in BLIND:
+    for entry in entries:
         label = entry["label"]
         for seed, failed, given in got[label]:
             if not failed:
                 problems.append(f"seed {seed}: {label} passes every case")
             problems += [f"seed {seed}: {label} is named {' or '.join(g)}, which is not true of it"
                          for g in false_names(label, given)]
-    recalled = [label for label, truth in TRUE_NAMES.items()
-                if truth and all(any(set(g) & truth for g in given) for _, _, given in got[label])]
-    print(f"blind set: {len(recalled)} of {sum(map(bool, TRUE_NAMES.values()))} entries with a true name "
-          f"got one on every one of {BLIND_DRAWS} draws")
+        truth = TRUE_NAMES[label]
+        recalled = bool(truth) and all(any(set(g) & truth for g in given) for _, _, given in got[label])
+        print(f"{label}: {'a true name on every draw' if recalled else 'no true name on some draw'}; "
+              f"named {[given for _, _, given in got[label]]}")
     assert not problems, "\n".join(problems)
 
 
 @pytest.mark.slow
-def test_no_false_name_on_the_blind_set_through_the_judge():
-    """The same through the real judge, on the hidden draw (autograder/hidden/, made when missing)."""
+@pytest.mark.parametrize("suite", by_suite())
+def test_no_false_name_on_the_blind_set_through_the_judge(suite):
+    """The same through the real judge, on the hidden draw (autograder/hidden/, made when missing),
+    in the judge's run of the suite's corpus (`tests.helpers.judged_all`)."""
     from autograder.recognition import names
-    from tests.helpers import judged
+    from tests.helpers import judged_all
 
+    reports = judged_all(suite)
     problems = []
-    for suite in sorted({e["function"] for e in BLIND}):
-        entries = [e for e in BLIND if e["function"] == suite]
-        reports = judged(suite, {e["label"]: e["source"] for e in entries})
-        for entry in entries:
-            report = reports[entry["label"]]
-            if report["passed"]:
-                problems.append(f"{entry['label']} passes every hidden case")
-            given = [names(m) for m in report.get("mistakes", [])]
-            problems += [f"{entry['label']} is named {' or '.join(g)}, which is not true of it"
-                         for g in false_names(entry["label"], given)]
+    for entry in [e for e in BLIND if e["function"] == suite]:
+        report = reports[f"blind:{entry['label']}"]
+        if report["passed"]:
+            problems.append(f"{entry['label']} passes every hidden case")
+        given = [names(m) for m in report.get("mistakes", [])]
+        problems += [f"{entry['label']} is named {' or '.join(g)}, which is not true of it"
+                     for g in false_names(entry["label"], given)]
     assert not problems, "\n".join(problems)
