@@ -39,6 +39,11 @@ from autograder.sandbox import bubblewrap_works
 from tests.container import container_like, usable, user_python
 from tests.exploits import HOARD, TRICKLE, leak_attack
 
+# this module's daemons and leaking runners go by names of their own: the exploit catalogue, graded
+# beside it, looks for its own by name (`tests.exploits.DAEMONS`)
+DAEMONS = ("gs-trickle", "gs-hoard")
+LEAK_TAG = "GSLK"
+
 pytestmark = pytest.mark.xdist_group("gradescope")  # the zip built once, not once per worker
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -282,7 +287,7 @@ def test_no_hidden_input_reaches_the_results(place, source, id_python, landlock)
     anywhere)."""
     import torch
 
-    leave, report = leak_attack("compute_naive_policy_gradient_loss", "compute_grpo_clip_loss")
+    leave, report = leak_attack("compute_naive_policy_gradient_loss", "compute_grpo_clip_loss", tag=LEAK_TAG)
     nb = with_cell(solution(), "solution_compute_naive_policy_gradient_loss", lambda s: s + "\n" + leave)
     nb = with_cell(nb, "solution_compute_grpo_clip_loss", lambda s: s + "\n" + report)
     data, out, _ = run_autograder(place, source, name=f"leak-{landlock}", files={"07.ipynb": notebook_bytes(nb)},
@@ -312,7 +317,7 @@ def test_a_daemon_is_gone_and_results_written_in_time(place, built, id_python, a
     short = unpack(built, place / f"source-{attack.replace(' ', '-')}", timeout=SHORT_S)
     settings = json.loads((short / "gradescope.json").read_text())
     (short / "gradescope.json").write_text(json.dumps({**settings, "memory_gb": 1.5}))
-    code = TRICKLE if attack == "a trickling daemon" else HOARD.format(gib=0.9)
+    code = TRICKLE.format(name=DAEMONS[0]) if attack == "a trickling daemon" else HOARD.format(gib=0.9, name=DAEMONS[1])
     nb = with_cell(solution(), "solution_compute_naive_policy_gradient_loss", lambda s: code + "\n" + s)
     data, out, seconds = run_autograder(place, short, name=attack.replace(" ", "_"),
                                         files={"07.ipynb": notebook_bytes(nb)}, container=id_python)
@@ -322,7 +327,7 @@ def test_a_daemon_is_gone_and_results_written_in_time(place, built, id_python, a
         assert status.startswith(("graded (", "timeout (")), status
     else:
         assert status.startswith("out of memory (") and data["score"] < 15, (status, data["score"])
-    left = [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and _comm(p) in ("course-trickle", "course-hoard")]
+    left = [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and _comm(p) in DAEMONS]
     assert not left, left
 
 
