@@ -51,11 +51,8 @@ DTYPE_WORDS = {"bool": r"\bbool", "int64": r"\b(long|int64)\b", "float32": r"\bf
 # (test, suite) pairs of lessons 01-12 whose gaps are known and not yet fixed: strict expected failures,
 # so that a fix fails here until its entry goes
 KNOWN_GAPS = {
-    ("docstring_dtypes", "chunked_response_log_probs"): "lesson 08: no dtype stated (the inputs')",
-    ("docstring_dtypes", "final_logits_softcap"): "lesson 08: float64 (mixed inputs promote) not stated",
     ("docstring_dtypes", "get_response_log_probs"): "lesson 03: bfloat16 models and the dtype of the outputs not stated",
     ("docstring_dtypes", "grpo_train_step"): "lesson 09: no dtype stated (the model's)",
-    ("markdown", "chunked_response_log_probs"): "lesson 08: no dtype",
     ("markdown", "evaluate"): "lesson 05: one error in other words",
     ("markdown", "extract_gsm8k_answer"): "lesson 01: the error in other words",
     ("markdown", "get_response_log_probs"): "lesson 03: no dtype",
