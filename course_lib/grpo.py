@@ -300,7 +300,8 @@ def grpo_train_step(
         {"loss": [per optimizer step: the sum of its micro-batch losses, KL terms included],
          "grad_norm": [per optimizer step: the norm before clipping],
          "token_entropy": [per micro-batch: mean entropy of its response tokens],
-         "clip_fraction": [per micro-batch, grpo_clip only], "kl": [per micro-batch: its mean k3, kl_coef > 0 only]}
+         "clip_fraction": [per micro-batch, grpo_clip only], "kl": [per micro-batch: its mean k3, kl_coef > 0 only]},
+        every entry a Python float whatever the model's dtype.
     Raises:
         ValueError: N not a multiple of train_batch_size, or train_batch_size not one of k.
         ValueError: kl_coef > 0 without rollout_batch["ref_log_probs"].
