@@ -53,11 +53,8 @@ DTYPE_WORDS = {"bool": r"\bbool", "int64": r"\b(long|int64)\b", "float32": r"\bf
 KNOWN_GAPS = {
     ("docstring_dtypes", "get_response_log_probs"): "lesson 03: bfloat16 models and the dtype of the outputs not stated",
     ("markdown", "evaluate"): "lesson 05: one error in other words",
-    ("markdown", "extract_gsm8k_answer"): "lesson 01: the error in other words",
     ("markdown", "get_response_log_probs"): "lesson 03: no dtype",
-    ("markdown", "gsm8k_to_r1_zero"): "lesson 01: the error in other words",
     ("markdown", "sft_train_step"): "lesson 05: one error in other words",
-    ("markdown", "tokenize_prompt_and_output"): "lesson 01: two errors in other words, bool and long not named",
 }
 
 
