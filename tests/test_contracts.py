@@ -51,9 +51,7 @@ DTYPE_WORDS = {"bool": r"\bbool", "int64": r"\b(long|int64)\b", "float32": r"\bf
 # (test, suite) pairs of lessons 01-12 whose gaps are known and not yet fixed: strict expected failures,
 # so that a fix fails here until its entry goes
 KNOWN_GAPS = {
-    ("docstring_dtypes", "get_response_log_probs"): "lesson 03: bfloat16 models and the dtype of the outputs not stated",
     ("markdown", "evaluate"): "lesson 05: one error in other words",
-    ("markdown", "get_response_log_probs"): "lesson 03: no dtype",
     ("markdown", "sft_train_step"): "lesson 05: one error in other words",
 }
 
