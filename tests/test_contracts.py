@@ -48,12 +48,9 @@ DERIVED = ("grad", "parameters", "steps", "next_draws")
 # how a docstring or a markdown cell names each dtype ("follows": a dtype that is the inputs')
 DTYPE_WORDS = {"bool": r"\bbool", "int64": r"\b(long|int64)\b", "float32": r"\bfloat32\b", "float64": r"\bfloat64\b",
                "bfloat16": r"\bbfloat16\b", "float16": r"\bfloat16\b", "follows": r"\bdtype"}
-# (test, suite) pairs of lessons 01-12 whose gaps are known and not yet fixed: strict expected failures,
+# (test, suite) pairs whose gaps are known and not yet fixed (none now): strict expected failures,
 # so that a fix fails here until its entry goes
-KNOWN_GAPS = {
-    ("markdown", "evaluate"): "lesson 05: one error in other words",
-    ("markdown", "sft_train_step"): "lesson 05: one error in other words",
-}
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
 
 
 def raises_section(doc: str) -> dict[str, str]:
