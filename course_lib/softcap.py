@@ -18,11 +18,11 @@ def final_logits_softcap(logits: torch.Tensor, cap: float | None) -> torch.Tenso
     """Gemma 2's final-logit soft cap: cap * tanh(logits / cap); unchanged when cap is None or 0.
 
     Shape-preserving, (..., V) -> (..., V) for any leading shape, in the logits' dtype (float32
-    stays float32, float64 stays float64); the input is not modified; differentiable (the gradient is 1 - tanh^2(logits / cap), 1 without a cap). The
-    cap is a float or an int; None, 0 and 0.0 mean no cap (never a division by zero). The Hugging
-    Face config field that turns it on is `final_logit_softcapping` (singular "logit"); Gemma 2's
-    forward already applies it to `.logits`, so apply it yourself only on a path that starts from
-    hidden states.
+    stays float32, float64 stays float64); the input is not modified; differentiable (the
+    gradient is 1 - tanh^2(logits / cap), 1 without a cap). The cap is a float or an int; None,
+    0 and 0.0 mean no cap (never a division by zero). The Hugging Face config field that turns
+    it on is `final_logit_softcapping` (singular "logit"); Gemma 2's forward already applies it
+    to `.logits`, so apply it yourself only on a path that starts from hidden states.
     """
     if not cap:  # None (no such field) or 0 (switched off): no cap, and no division by zero
         return logits

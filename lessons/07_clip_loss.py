@@ -499,8 +499,8 @@ print("all visible checks passed")
 # `backward()`, and return `(loss, metadata)`: the scaled loss you backpropagated (a 0-dim tensor
 # in the inputs' dtype), and the loss's metadata. For `"grpo_clip"`, add
 # `metadata["clip_fraction"]`, the fraction of response tokens (over the whole micro-batch, mask 1)
-# that were clipped, as a float32 number (also for float64 inputs): the trainer logs it. Never zero or
-# assign `.grad`: micro-batches add up.
+# that were clipped, as a float32 number (also for float64 inputs): the trainer logs it. Never
+# zero or assign `.grad`: micro-batches add up.
 
 # %% [solution] course_lib.grpo:grpo_microbatch_train_step
 import torch
