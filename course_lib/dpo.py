@@ -109,8 +109,9 @@ def compute_per_instance_dpo_loss(lm: torch.nn.Module, lm_ref: torch.nn.Module, 
     its tokens (eos included), not the mean.
 
     Returns:
-        a 0-dim tensor: dpo_loss of the pair's four summed sequence log-probs, differentiable with
-        respect to the policy's parameters.
+        a 0-dim tensor: dpo_loss of the pair's four summed sequence log-probs, in their dtype (the
+        models', float32 at least: float64 for float64 models), differentiable with respect to the
+        policy's parameters.
     Raises:
         ValueError: lm_ref with a parameter that requires gradients.
         ValueError: a tokenizer without an eos token.

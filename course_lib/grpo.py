@@ -160,8 +160,9 @@ def compute_policy_gradient_loss(
     - "reinforce_with_baseline": -advantages * log pi (needs advantages (B, 1))
     - "grpo_clip": clipped surrogate                 (needs advantages, old_log_probs, cliprange)
 
-    Arguments the loss does not need are ignored (they may be None or given). Metadata: {} for
-    the first two, the clip loss's for "grpo_clip".
+    Arguments the loss does not need are ignored (they may be None or given). The loss is (B, T)
+    in the inputs' dtype; metadata: {} for the first two, the clip loss's for "grpo_clip" (its
+    "clipped" a (B, T) bool tensor).
 
     Raises:
         ValueError: any other loss_type (names are case-sensitive: "GRPO_clip" is unknown).
@@ -207,9 +208,9 @@ def grpo_microbatch_train_step(
     or float dtype) and the number of micro-batches per optimizer step.
     Returns:
         (loss, metadata): the scaled scalar loss that was backpropagated (a detached 0-dim
-        tensor), and the loss's metadata (for grpo_clip: "clipped", "ratio") plus, for grpo_clip,
-        "clip_fraction": the fraction of response tokens (mask 1) whose clipped term is the
-        smaller one (a 0-dim float32 tensor).
+        tensor in the inputs' dtype), and the loss's metadata (for grpo_clip: "clipped",
+        "ratio") plus, for grpo_clip, "clip_fraction": the fraction of response tokens (mask 1)
+        whose clipped term is the smaller one (a 0-dim float32 tensor, also for float64 inputs).
     Raises:
         ValueError: an unknown loss_type, or one without an argument it needs (as
             `compute_policy_gradient_loss`).
@@ -299,7 +300,8 @@ def grpo_train_step(
         {"loss": [per optimizer step: the sum of its micro-batch losses, KL terms included],
          "grad_norm": [per optimizer step: the norm before clipping],
          "token_entropy": [per micro-batch: mean entropy of its response tokens],
-         "clip_fraction": [per micro-batch, grpo_clip only], "kl": [per micro-batch: its mean k3, kl_coef > 0 only]}
+         "clip_fraction": [per micro-batch, grpo_clip only], "kl": [per micro-batch: its mean k3, kl_coef > 0 only]},
+        every entry a Python float whatever the model's dtype.
     Raises:
         ValueError: N not a multiple of train_batch_size, or train_batch_size not one of k.
         ValueError: kl_coef > 0 without rollout_batch["ref_log_probs"].

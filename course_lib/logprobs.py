@@ -121,10 +121,11 @@ def get_response_log_probs(
 
     Returns:
         {"log_probs": (B, T), "token_entropy": (B, T) or None}, unmasked: prompt and padding
-        positions are included; mask them with `response_mask`. Both in float32 at least
-        (float64 for a float64 model), computed by `log_probs_from_logits` and
-        `entropy_from_logits`; the log-probs carry the gradient to the model's parameters, the
-        entropy none (None when return_token_entropy is False).
+        positions are included; mask them with `response_mask`. Both in the model's dtype,
+        float32 at least (float32 for a bfloat16, float16 or float32 model, float64 for a float64
+        one), computed by `log_probs_from_logits` and `entropy_from_logits`; the log-probs carry
+        the gradient to the model's parameters, the entropy none (None when return_token_entropy
+        is False).
     """
     logits = model(input_ids).logits
     return {

@@ -45,7 +45,8 @@ def token_level_rewards(scores: torch.Tensor, response_mask: torch.Tensor, kl: t
         kl: (B, T) or None; read only on response positions. kl_coef: its weight; no KL term
             when kl is None, whatever kl_coef is.
     Returns:
-        (B, T) rewards in the dtype of scores promoted with kl's; the inputs are left unchanged.
+        (B, T) rewards in the dtype of scores promoted with kl's (float32 scores with a float64 kl
+        give float64); the inputs are left unchanged.
     Raises:
         ValueError: scores not of shape (B,).
         ValueError: kl of another shape than response_mask.
@@ -79,8 +80,8 @@ def compute_gae(rewards: torch.Tensor, values: torch.Tensor, response_mask: torc
     is its own sequence (no discount carried across rows); a row without response tokens is 0.
 
     The mask is bool or 0/1 of an int or float dtype, one contiguous run per row. Both outputs
-    are in the dtype of rewards promoted with values', without gradient; the inputs are left
-    unchanged.
+    are in the dtype of rewards promoted with values' (float32 with float64 gives float64),
+    without gradient; the inputs are left unchanged.
 
     Raises:
         ValueError: rewards or values of another shape than response_mask.
@@ -167,9 +168,11 @@ def ppo_microbatch_train_step(
     batch), so that PPO and GRPO differ in the advantages alone; the value loss is `value_loss`
     (one mean over every response token). `loss.backward()` adds to the actor's and the critic's
     `.grad` (never replaces it), so k micro-batches accumulate. Returns the scaled loss that was
-    backpropagated (a detached 0-dim tensor) and {"policy_loss", "value_loss" (both unscaled),
-    "clip_fraction" (response tokens whose clipped term is the smaller), "value_clip_fraction"
-    (response tokens whose clipped value term is strictly the larger)}, all detached.
+    backpropagated (a detached 0-dim tensor in the dtype of the log-probs and values) and
+    {"policy_loss", "value_loss" (both unscaled, in that dtype too), "clip_fraction" (response
+    tokens whose clipped term is the smaller), "value_clip_fraction" (response tokens whose
+    clipped value term is strictly the larger): two float32 fractions, also for float64 inputs},
+    all detached 0-dim tensors.
 
     Raises:
         ValueError: any (B, T) input of another shape than response_mask.

@@ -17,12 +17,12 @@ import torch
 def final_logits_softcap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
     """Gemma 2's final-logit soft cap: cap * tanh(logits / cap); unchanged when cap is None or 0.
 
-    Shape-preserving, (..., V) -> (..., V) for any leading shape, same dtype; the input is not
-    modified; differentiable (the gradient is 1 - tanh^2(logits / cap), 1 without a cap). The
-    cap is a float or an int; None, 0 and 0.0 mean no cap (never a division by zero). The Hugging
-    Face config field that turns it on is `final_logit_softcapping` (singular "logit"); Gemma 2's
-    forward already applies it to `.logits`, so apply it yourself only on a path that starts from
-    hidden states.
+    Shape-preserving, (..., V) -> (..., V) for any leading shape, in the logits' dtype (float32
+    stays float32, float64 stays float64); the input is not modified; differentiable (the
+    gradient is 1 - tanh^2(logits / cap), 1 without a cap). The cap is a float or an int; None,
+    0 and 0.0 mean no cap (never a division by zero). The Hugging Face config field that turns
+    it on is `final_logit_softcapping` (singular "logit"); Gemma 2's forward already applies it
+    to `.logits`, so apply it yourself only on a path that starts from hidden states.
     """
     if not cap:  # None (no such field) or 0 (switched off): no cap, and no division by zero
         return logits
@@ -56,8 +56,9 @@ def chunked_response_log_probs(
         chunk_size: rows (token positions) of the flattened batch per block, at least 1.
 
     Returns:
-        (B, T) log-probabilities, float32 at least (float64 stays float64), differentiable with
-        respect to the model's parameters; unmasked (prompt and padding positions included).
+        (B, T) log-probabilities in the model's dtype, float32 at least (a bfloat16 model's are
+        float32, float64 stays float64), differentiable with respect to the model's parameters;
+        unmasked (prompt and padding positions included).
     """
     hidden = model.get_decoder()(input_ids=input_ids).last_hidden_state  # (B, T, H), after the final norm
     head = model.get_output_embeddings()

@@ -70,8 +70,8 @@ print(arith_train[0])
 # marker, so a record edited by appending a corrected `#### N` line gives one answer
 # everywhere.) GSM8K writes large numbers with thousands separators (`#### 1,080`), but a
 # model's answer `1080` must count as correct, so the commas go: the ground truth is the bare
-# string `"1080"`. A text without `#### N` is not a valid record: raise `ValueError`, so a
-# broken line never silently becomes an empty answer.
+# string `"1080"`. A text with no `####` followed by an answer is not a valid record: raise
+# `ValueError`, so a broken line never silently becomes an empty answer.
 #
 # The regular expression `####(?!.*####)\s*(.+?)\s*$` (with `re.DOTALL`, so that `.` also
 # matches newlines) captures everything after the marker, minus surrounding whitespace; the
@@ -131,7 +131,7 @@ print(format_r1_zero_prompt("What is 2 + 3?"))
 
 # %% [markdown]
 # Write `gsm8k_to_r1_zero`. Use your `extract_gsm8k_answer` and the given
-# `format_r1_zero_prompt(question, template)`; a record without `#### N` raises `ValueError`.
+# `format_r1_zero_prompt(question, template)`; raise `ValueError` for an answer without `#### N`.
 # The question goes into the template exactly as it is (spaces around it included: it is not
 # stripped); only the reasoning is stripped. The reasoning is everything before the last `####`
 # (the marker `extract_gsm8k_answer` reads the answer after). The hidden cases try random
@@ -204,8 +204,9 @@ for p, o in zip(tiny_prompts, tiny_outputs):
 # %% [markdown]
 # The second example is the longest, $L = P + O$; the first gets padding. After the shift,
 # the first output token is the *label* at position $P - 1$: the model predicts it from the last
-# prompt token. Write `tokenize_prompt_and_output` (raise `ValueError` when the two lists differ
-# in length or when the tokenizer has no pad token).
+# prompt token. Write `tokenize_prompt_and_output`: `input_ids` and `labels` are long (int64)
+# tensors, `response_mask` a bool one; raise `ValueError` for prompt_strs and output_strs of
+# different lengths and for a tokenizer without a pad token.
 #
 # The hidden cases use real r1_zero batches of other sizes and orders of lengths, a pad token
 # whose id is not 0, prompts that end in the middle of a word or with a space, an empty output,

@@ -340,9 +340,9 @@ print("all visible checks passed")
 # ### Your turn: `get_response_log_probs`
 #
 # Run the model, take `.logits`, and return the log-probs of the labels and, when asked, the
-# per-token entropy (a diagnostic, without gradient: `entropy_from_logits`). The results are
-# unmasked: prompt and padding positions are there too, and the caller masks them with
-# `response_mask`.
+# per-token entropy (a diagnostic, without gradient: `entropy_from_logits`), both in the model's
+# dtype, float32 at least (a bfloat16 model's are float32). The results are unmasked: prompt
+# and padding positions are there too, and the caller masks them with `response_mask`.
 #
 # The hidden cases run it on small causal LMs whose forward returns `.logits` (float32, float64
 # and bfloat16 weights), with T = 1, V = 1, labels at the vocabulary's edges, logits of magnitude

@@ -82,8 +82,8 @@ sft_microbatch_train_step = your_functions("04", "sft_microbatch_train_step")
 # token budget and the temperature are the caller's), grade the response alone (not the prompt
 # plus the response) with `reward_fn(response, ground_truth)`, and return the rollouts, the
 # per-example rewards, the categories, their counts (all three keys, zeros included) and the
-# three means as Python floats. Prompts and ground truths of different lengths, no prompts at
-# all, or `sampling_params.n != 1` raise `ValueError`.
+# three means as Python floats. Raise `ValueError` for a different number of prompts and ground
+# truths, no prompts at all, or `sampling_params.n != 1`.
 #
 # The hidden cases run it on a scripted engine (it answers each prompt with a given response and
 # records what it is asked) with real r1_zero prompts and responses of every category, a
@@ -277,10 +277,11 @@ print("e.g.", repr(own["rollouts"][0].text.strip()[:200]))
 #
 # Write one optimizer step as described above. Use the three functions you are given as
 # arguments (their defaults are the functions above), slice the batch into `k` consecutive
-# micro-batches (a batch that does not split into `k` raises `ValueError`), move the tensors to
-# the model's device, clip with `torch.nn.utils.clip_grad_norm_` (it returns the norm *before*
-# clipping, which you return), and zero the gradients with `set_to_none=True` at the end. The
-# numbers you return are Python floats (`response_tokens` an int).
+# micro-batches (raise `ValueError` for a batch whose size `gradient_accumulation_steps` does not
+# divide), move the tensors to the model's device, clip with `torch.nn.utils.clip_grad_norm_` (it
+# returns the norm *before* clipping, which you return), and zero the gradients with
+# `set_to_none=True` at the end. The numbers you return are Python floats (`response_tokens` an
+# int).
 
 # %% [solution] course_lib.sft:sft_train_step
 import torch

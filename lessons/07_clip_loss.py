@@ -241,7 +241,8 @@ for A in (1.0, -1.0):
 #
 # The per-token REINFORCE loss $-A_b \log\pi_\theta(o_{b,t})$: one scalar per *response*
 # broadcast over its tokens. The scalar comes as a column $(B, 1)$; accept a vector $(B,)$ too,
-# and read it as a column (the helper below does that). Return the $(B, T)$ loss, not reduced.
+# and read it as a column (the helper below does that). Return the $(B, T)$ loss in the inputs'
+# dtype, not reduced.
 
 # %% [given] course_lib.grpo:_as_column
 import torch
@@ -273,7 +274,7 @@ print("all visible checks passed")
 # %% [markdown]
 # ## Your turn, 2 of 5: `compute_grpo_clip_loss`
 #
-# The per-token clipped loss $\ell_t$ above, $(B, T)$. Compute the ratio as
+# The per-token clipped loss $\ell_t$ above, $(B, T)$ in the inputs' dtype. Compute the ratio as
 # $\exp(\log\pi_\theta - \log\pi_{\text{old}})$, never as $\exp(\log\pi_\theta) / \exp(\log\pi_{\text{old}})$,
 # which is $0/0$ for log-probs below about $-104$ in float32. Return `(loss, metadata)` with
 # `metadata["clipped"]`, a bool $(B, T)$ tensor that is True exactly where the clipped term is
@@ -389,10 +390,11 @@ plt.show()
 # a string: `"no_baseline"` (the naive loss on `raw_rewards`), `"reinforce_with_baseline"` (the
 # naive loss on `advantages`), `"grpo_clip"` (your clip loss on `advantages`, `old_log_probs`,
 # `cliprange`). Use your two functions above. Ignore the arguments the chosen loss does not
-# need; raise a `ValueError` that says what is wrong for any other `loss_type`, and when an
-# argument the chosen loss needs is `None` (a `TypeError` from `None * tensor` deep inside is not
-# a clear error). Return `(loss, metadata)`: `{}` for the first two, the clip loss's metadata
-# for the third.
+# need; raise a `ValueError` that says what is wrong for any other `loss_type` (names are
+# case-sensitive: `"GRPO_clip"` is unknown), and when an argument the loss needs is `None` (a
+# `TypeError` from `None * tensor` deep inside is not a clear error). Return `(loss, metadata)`:
+# the $(B, T)$ loss in the inputs' dtype, and `{}` for the first two, the clip loss's metadata for
+# the third (its `clipped` a bool $(B, T)$ tensor).
 
 # %% [given] course_lib.grpo:LOSS_TYPES
 import torch
@@ -447,7 +449,7 @@ print("all visible checks passed")
 # ## Your turn, 4 of 5: `masked_mean`
 #
 # The mean of `tensor` over the entries where `mask` is 1, along `dim` (all entries when `dim`
-# is None):
+# is None), in the dtype of `tensor`:
 #
 # $$\operatorname{masked\_mean}(x, m)_b = \frac{\sum_t m_{b,t}\, x_{b,t}}{\sum_t m_{b,t}} .$$
 #
@@ -494,10 +496,11 @@ print("all visible checks passed")
 # The GRPO counterpart of notebook 04's SFT step: compute the per-token loss with your
 # `compute_policy_gradient_loss`, average it with your `masked_mean` over the response tokens of
 # each sequence (`dim=-1`), then over the batch, divide by `gradient_accumulation_steps`, call
-# `backward()`, and return `(loss, metadata)`: the scaled loss you backpropagated, and the loss's
-# metadata. For `"grpo_clip"`, add `metadata["clip_fraction"]`, the fraction of response tokens
-# (over the whole micro-batch, mask 1) that were clipped: the trainer logs it. Never zero or
-# assign `.grad`: micro-batches add up.
+# `backward()`, and return `(loss, metadata)`: the scaled loss you backpropagated (a 0-dim tensor
+# in the inputs' dtype), and the loss's metadata. For `"grpo_clip"`, add
+# `metadata["clip_fraction"]`, the fraction of response tokens (over the whole micro-batch, mask 1)
+# that were clipped, as a float32 number (also for float64 inputs): the trainer logs it. Never
+# zero or assign `.grad`: micro-batches add up.
 
 # %% [solution] course_lib.grpo:grpo_microbatch_train_step
 import torch

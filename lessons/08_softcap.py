@@ -446,7 +446,7 @@ expect(cmp("misspelt-key model's logits vs raw logits", typo_logits, raw_logits,
 #    `getattr(model.config, "final_logit_softcapping", None)` (Qwen2's config has no such field;
 #    None or 0 means no cap);
 # 4. log-softmax in float32 at least (float64 stays float64), pick the label's entry, and put the
-#    pieces back into (B, T).
+#    pieces back into (B, T): log-probs in the model's dtype, float32 for a bfloat16 model.
 #
 # The labels are already shifted by one (notebook 01): no second shift. The result must carry a
 # graph (a trainer's policy log-probs are differentiated), so no `torch.no_grad` inside.

@@ -166,9 +166,10 @@ print("a response:", repr(batch.rollouts[0].text[:160]))
 # - after the $k$-th micro-batch: `torch.nn.utils.clip_grad_norm_` (it returns the norm *before*
 #   clipping: that is the `grad_norm` to log), `optimizer.step()`, `scheduler.step()` when a
 #   scheduler is given, `optimizer.zero_grad(set_to_none=True)`;
-# - return the lists of the docstring: per optimizer step the loss (the sum of its micro-batch
-#   losses, the KL terms included) and the gradient norm; per micro-batch the mean token entropy
-#   over response tokens, the clip fraction (when `train_step_fn`'s metadata has one) and the KL.
+# - return the lists of the docstring, of Python floats whatever the model's dtype: per optimizer
+#   step the loss (the sum of its micro-batch losses, the KL terms included) and the gradient
+#   norm; per micro-batch the mean token entropy over response tokens, the clip fraction (when
+#   `train_step_fn`'s metadata has one) and the KL.
 
 # %% [solution] course_lib.grpo:grpo_train_step
 import torch

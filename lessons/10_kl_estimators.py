@@ -82,6 +82,10 @@ expect(cmp("k1 = -log r = log pi - log pi_ref", got, torch.tensor([[0.5, -1.0, 0
        "k1 = -log r with r = pi_ref / pi, that is policy_log_probs - ref_log_probs (check the sign)")
 print("all visible checks passed")
 
+# %% [markdown]
+# `kl_k2`: $\tfrac12 (\log r)^2$ per token, in the inputs' shape and dtype; the same `ValueError`
+# when the shapes differ, and the same hidden checks.
+
 # %% [solution] course_lib.kl:kl_k2
 import torch
 
@@ -95,6 +99,10 @@ expect(got.shape == lp.shape and got.dtype == lp.dtype, f"shape {tuple(got.shape
 expect(not torch.allclose(got, torch.tensor([[0.25, 1.0, 0.0]])), "k2 = (log r)^2 / 2: you left out the 1/2")
 expect(cmp("k2 = (log r)^2 / 2", got, torch.tensor([[0.125, 0.5, 0.0]])), "k2 = 0.5 * (ref_log_probs - policy_log_probs)^2")
 print("all visible checks passed")
+
+# %% [markdown]
+# `kl_k3`: $r - \log r - 1$ per token, in the inputs' shape and dtype, from `torch.expm1` (above);
+# the same `ValueError` when the shapes differ, and the same hidden checks.
 
 # %% [solution] course_lib.kl:kl_k3
 import torch
@@ -260,14 +268,14 @@ print(f"for scale: |grad KL(pi||ref)| = {reverse_grad.norm().item():.4f}, |grad 
 # ### Your turn: `exact_kl(policy_logits, ref_logits)`
 #
 # Two logits tensors of the same shape $(\dots, V)$; return the KL at each position, shape
-# $(\dots)$, differentiable in both. Work from `torch.log_softmax`, not `softmax` then `log`:
-# where two logits differ by more than about 100, the softmax underflows to 0 in float32, its log
-# is $-\infty$, and $0 \cdot (-\infty)$ is NaN. (Nor `logits - logsumexp(logits)`: it rounds at
-# the logits' own magnitude, a unit of $6 \cdot 10^{-5}$ at $10^3$, where `log_softmax` subtracts
-# the row's largest logit first.) What the hidden cases check: vocabularies of 2 to a
-# few hundred, any number of leading dimensions, identical logits (KL 0), far-apart logits (of
-# magnitude $10^3$), float64, very different distributions (where the direction matters), and the
-# gradients.
+# $(\dots)$ in the logits' dtype, differentiable in both. Work from `torch.log_softmax`, not
+# `softmax` then `log`: where two logits differ by more than about 100, the softmax underflows to
+# 0 in float32, its log is $-\infty$, and $0 \cdot (-\infty)$ is NaN. (Nor
+# `logits - logsumexp(logits)`: it rounds at the logits' own magnitude, a unit of
+# $6 \cdot 10^{-5}$ at $10^3$, where `log_softmax` subtracts the row's largest logit first.) What
+# the hidden cases check: vocabularies of 2 to a few hundred, any number of leading dimensions,
+# identical logits (KL 0), far-apart logits (of magnitude $10^3$), float64, very different
+# distributions (where the direction matters), and the gradients.
 
 # %% [solution] course_lib.kl:exact_kl
 import torch

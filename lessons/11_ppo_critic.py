@@ -229,10 +229,10 @@ print("all visible checks passed")
 #
 # ### Your turn: `masked_whiten(values, mask, shift_mean=True)`
 #
-# Same shape out, 0 where the mask is 0; `shift_mean=False` adds the mean back (only the scale
-# changes). Raise a `ValueError` when fewer than 2 entries are masked in. What the hidden cases
-# check: 1-d, 2-d and 3-d inputs, bool, long and float masks, both values of `shift_mean`, large
-# values outside the mask, constant values under the mask (variance 0), values with a large
+# Same shape and dtype out, 0 where the mask is 0; `shift_mean=False` adds the mean back (only the
+# scale changes). Raise a `ValueError` when fewer than 2 entries are masked in. What the hidden
+# cases check: 1-d, 2-d and 3-d inputs, bool, long and float masks, both values of `shift_mean`,
+# large values outside the mask, constant values under the mask (variance 0), values with a large
 # common offset, float32 and float64.
 
 # %% [solution] course_lib.ppo:masked_whiten
@@ -271,10 +271,11 @@ print("all visible checks passed")
 #
 # ### Your turn: `value_loss(values, old_values, returns, response_mask, cliprange_value)`
 #
-# A scalar, differentiable in `values`. What the hidden cases check: the clip active on either
-# side, inactive, a range so wide it never clips, rows of very different lengths (a mean of
-# per-row means differs from the token mean), large values outside the mask, bool, long and
-# float masks, square inputs, float32 and float64, and the gradient with respect to `values`.
+# A 0-dim tensor in the values' dtype, differentiable in `values`. What the hidden cases check:
+# the clip active on either side, inactive, a range so wide it never clips, rows of very different
+# lengths (a mean of per-row means differs from the token mean), large values outside the mask,
+# bool, long and float masks, square inputs, float32 and float64, and the gradient with respect
+# to `values`.
 
 # %% [solution] course_lib.ppo:value_loss
 import torch
@@ -313,14 +314,16 @@ print("all visible checks passed")
 #
 # ### Your turn: `ppo_microbatch_train_step(policy_log_probs, values, response_mask, gradient_accumulation_steps, *, advantages, old_log_probs, old_values, returns, cliprange, cliprange_value, vf_coef)`
 #
-# All tensors (B, T). Backpropagate the loss, return it (detached) with a dict of
-# `policy_loss`, `value_loss` (both unscaled), `clip_fraction` (the fraction of response tokens
-# whose clipped actor term is strictly the smaller) and `value_clip_fraction` (the fraction of
-# response tokens whose clipped value term is strictly the larger). Write the clip loss and the
-# masked mean yourself or call your own functions of this notebook; the course's copies do not
-# count. What the hidden cases check: 1 to 4 micro-batches accumulating into the `.grad` of an
-# actor and a critic parameter (also on top of an existing gradient), responses of different
-# lengths, `vf_coef` 0, 0.5 and 1, square inputs, float32 and float64, and each returned number.
+# All tensors (B, T). Backpropagate the loss, return it (detached, in the dtype of the log-probs
+# and values) with a dict of `policy_loss`, `value_loss` (both unscaled, in that dtype too),
+# `clip_fraction` (the fraction of response tokens whose clipped actor term is strictly the
+# smaller) and `value_clip_fraction` (the fraction of response tokens whose clipped value term is
+# strictly the larger), the two fractions as float32 numbers, also for float64 inputs. Write the
+# clip loss and the masked mean yourself or call your own functions of this notebook; the
+# course's copies do not count. What the hidden cases check: 1 to 4 micro-batches accumulating
+# into the `.grad` of an actor and a critic parameter (also on top of an existing gradient),
+# responses of different lengths, `vf_coef` 0, 0.5 and 1, square inputs, float32 and float64, and
+# each returned number.
 
 # %% [solution] course_lib.ppo:ppo_microbatch_train_step
 import torch

@@ -71,12 +71,13 @@ from course_lib.selfcheck import cmp, expect  # cmp: exact / approximate / max d
 # From notebook 03's `get_response_log_probs` (per-token log-probs of the labels) and 01's
 # `response_mask`: the masked sum over each row, or, with `average=True`, that sum over the row's
 # number of response tokens (a length-normalised score some DPO variants use; DPO itself takes the
-# sum). A row with no response token has no log-prob to compare: raise a `ValueError`, as for a
-# mask whose shape is not the labels'.
+# sum). Raise a `ValueError` for a row with no response token (it has no log-prob to compare) and
+# for `response_mask` of another shape than `labels` (also one torch would broadcast).
 #
 # ### Your turn: `sequence_log_probs(model, input_ids, labels, response_mask, average=False)`
 #
-# Returns (B,), differentiable in the model's parameters. What the hidden cases check: float32 and
+# Returns (B,) in the model's dtype (float32 at least: a bfloat16 model's log-probs are float32),
+# differentiable in the model's parameters. What the hidden cases check: float32 and
 # float64 models, the sum and the mean, prompt and padding positions whose log-probs must not count,
 # rows of very different response lengths, B = 1 and T = 1, the gradient of the model's parameters
 # through a weighted sum of the outputs, an empty row and a mask of the wrong shape (ValueError).
@@ -132,8 +133,9 @@ print("all visible checks passed")
 # Return `(loss, metadata)` with `chosen_rewards` and `rejected_rewards` ((B,), detached),
 # `reward_margin` (the mean of their difference) and `reward_accuracy` (the fraction of pairs whose
 # chosen reward is *strictly* above the rejected one: at the first step, with every margin 0, it is
-# 0, not 1). Raise a `ValueError` for inputs that are not four (B,) tensors alike and for
-# $\beta \le 0$.
+# 0, not 1); the loss and the rewards are in the log-probs' dtype. Raise a `ValueError` when the
+# four inputs are not (B,) tensors of one shape (a (B, 1) input, a reference of another length,
+# even one of length 1 that torch would broadcast) and for `beta <= 0`.
 #
 # ### Your turn: `dpo_loss(policy_chosen_log_probs, policy_rejected_log_probs, ref_chosen_log_probs, ref_rejected_log_probs, beta)`
 #
@@ -183,10 +185,10 @@ print("all visible checks passed")
 # `tokenize_prompt_and_output` (the two rows padded to the same length; the mask keeps the padding
 # out), score the policy with gradients on its own device and the frozen reference without them on
 # *its* device (a 1.5B reference often lives on a second GPU), and return the loss on the policy's
-# device.
+# device, a 0-dim tensor in the models' dtype (float32 at least, as `sequence_log_probs`).
 #
-# Raise a `ValueError` for a pair whose chosen and rejected responses are identical (it prefers
-# nothing), an empty response, a reference with any parameter that requires a gradient (freeze it:
+# Raise a `ValueError` for identical chosen and rejected responses (the pair prefers nothing), an
+# empty response, `lm_ref` with a parameter that requires gradients (freeze it:
 # `lm_ref.requires_grad_(False)`), and a tokenizer without an eos token.
 #
 # ### Your turn: `compute_per_instance_dpo_loss(lm, lm_ref, tokenizer, beta, prompt, response_chosen, response_rejected)`
@@ -262,11 +264,12 @@ print("all visible checks passed")
 # otherwise. In each group, in order of appearance and counting a repeated text once, the $k$-th
 # distinct correct response is paired with the $k$-th distinct wrong one, for
 # $k <$ `max_pairs_per_group`. Return the pairs in group order as dicts
-# `{"prompt", "chosen", "rejected", "ground_truth"}`. Raise a `ValueError` when the lengths differ,
-# when `group_size` does not divide them, and when a group holds different prompts or ground
-# truths. What the hidden cases check: groups all correct, all wrong and mixed, repeated texts,
-# one and several pairs per group, groups of one, the course's `r1_zero_reward_fn` and other reward
-# functions, and the errors.
+# `{"prompt", "chosen", "rejected", "ground_truth"}`. Raise a `ValueError` for `prompts`,
+# `responses` and `ground_truths` of different lengths, a `group_size` < 1 or one that does not
+# divide their length, a `max_pairs_per_group` < 1, and a group with different prompts or
+# different ground truths. What the hidden cases check: groups all correct, all wrong and mixed,
+# repeated texts, one and several pairs per group, groups of one, the course's `r1_zero_reward_fn`
+# and other reward functions, and the errors.
 
 # %% [solution] course_lib.preferences:on_policy_pairs
 from typing import Callable
@@ -299,9 +302,10 @@ print("all visible checks passed")
 # For each r1_zero record `{"prompt", "output", "ground_truth"}` whose ground truth is an integer
 # $n$: chosen is the output; rejected is the output with the text inside its **last**
 # `<answer> ... </answer>` block replaced by `" {n + 1} "`; keep the prompt and the ground truth
-# (stripped). Raise a `ValueError` for a record without one of the three fields, a ground truth that
-# is not an integer, and an output without an answer block. What the hidden cases check: one and
-# several answer blocks, negative and multi-digit answers, spacing inside the block, and the errors.
+# (stripped). Raise a `ValueError` for a record that lacks a field, a ground truth that is not an
+# integer (3.5 is not rounded), and an output without a closed `<answer> ... </answer>` block.
+# What the hidden cases check: one and several answer blocks, negative and multi-digit answers,
+# spacing inside the block, and the errors.
 
 # %% [solution] course_lib.preferences:off_policy_pairs
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"

@@ -48,43 +48,9 @@ DERIVED = ("grad", "parameters", "steps", "next_draws")
 # how a docstring or a markdown cell names each dtype ("follows": a dtype that is the inputs')
 DTYPE_WORDS = {"bool": r"\bbool", "int64": r"\b(long|int64)\b", "float32": r"\bfloat32\b", "float64": r"\bfloat64\b",
                "bfloat16": r"\bbfloat16\b", "float16": r"\bfloat16\b", "follows": r"\bdtype"}
-# (test, suite) pairs of lessons 01-12 whose gaps are known and not yet fixed: strict expected failures,
+# (test, suite) pairs whose gaps are known and not yet fixed (none now): strict expected failures,
 # so that a fix fails here until its entry goes
-KNOWN_GAPS = {
-    ("docstring_dtypes", "chunked_response_log_probs"): "lesson 08: no dtype stated (the inputs')",
-    ("docstring_dtypes", "compute_gae"): "lesson 11: float64 (mixed float32 and float64 inputs promote) not stated",
-    ("docstring_dtypes", "compute_per_instance_dpo_loss"): "lesson 12: no dtype stated (the model's)",
-    ("docstring_dtypes", "compute_policy_gradient_loss"): "lesson 07: bool (clipped) and the loss's dtype not stated",
-    ("docstring_dtypes", "final_logits_softcap"): "lesson 08: float64 (mixed inputs promote) not stated",
-    ("docstring_dtypes", "get_response_log_probs"): "lesson 03: bfloat16 models and the dtype of the outputs not stated",
-    ("docstring_dtypes", "grpo_train_step"): "lesson 09: no dtype stated (the model's)",
-    ("docstring_dtypes", "ppo_microbatch_train_step"): "lesson 11: float32 clip fractions and the losses' dtype not stated",
-    ("docstring_dtypes", "token_level_rewards"): "lesson 11: float64 (mixed inputs promote) not stated",
-    ("markdown", "chunked_response_log_probs"): "lesson 08: no dtype",
-    ("markdown", "compute_grpo_clip_loss"): "lesson 07: no dtype",
-    ("markdown", "compute_naive_policy_gradient_loss"): "lesson 07: no dtype",
-    ("markdown", "compute_per_instance_dpo_loss"): "lesson 12: two errors in other words, no dtype",
-    ("markdown", "compute_policy_gradient_loss"): "lesson 07: the None error in other words, no dtype, bool not named",
-    ("markdown", "dpo_loss"): "lesson 12: four errors in other words, no dtype",
-    ("markdown", "evaluate"): "lesson 05: one error in other words",
-    ("markdown", "exact_kl"): "lesson 10: no dtype",
-    ("markdown", "extract_gsm8k_answer"): "lesson 01: the error in other words",
-    ("markdown", "get_response_log_probs"): "lesson 03: no dtype",
-    ("markdown", "grpo_microbatch_train_step"): "lesson 07: no dtype, float32 clip fractions not named",
-    ("markdown", "grpo_train_step"): "lesson 09: no dtype",
-    ("markdown", "gsm8k_to_r1_zero"): "lesson 01: the error in other words",
-    ("markdown", "kl_k2"): "lesson 10: no dtype",
-    ("markdown", "kl_k3"): "lesson 10: no dtype",
-    ("markdown", "masked_mean"): "lesson 07: no dtype",
-    ("markdown", "masked_whiten"): "lesson 11: no dtype",
-    ("markdown", "off_policy_pairs"): "lesson 12: two errors in other words",
-    ("markdown", "on_policy_pairs"): "lesson 12: four errors in other words",
-    ("markdown", "ppo_microbatch_train_step"): "lesson 11: no dtype",
-    ("markdown", "sequence_log_probs"): "lesson 12: two errors in other words, no dtype",
-    ("markdown", "sft_train_step"): "lesson 05: one error in other words",
-    ("markdown", "tokenize_prompt_and_output"): "lesson 01: two errors in other words, bool and long not named",
-    ("markdown", "value_loss"): "lesson 11: no dtype",
-}
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
 
 
 def raises_section(doc: str) -> dict[str, str]:
