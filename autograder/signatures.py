@@ -235,8 +235,8 @@ def mistake_results(suite: ModuleType, source: str, cases: list[dict]) -> dict[s
 
 def could_be_correct(tree, expected, settings: dict) -> bool:
     """Whether some output within tolerance of the truth (`expected`, a case's tree) is also within
-    tolerance of a mistake's `tree` on that case: the same kinds, keys, lengths, shapes, dtypes (where
-    the suite checks them), NaN and infinity positions and exact values, and for every floating value
+    tolerance of a mistake's `tree` on that case: the same kinds, keys, lengths, shapes, dtypes,
+    NaN and infinity positions and exact values, and for every floating value
     |mistake - truth| <= its tolerance + the truth's. A case where this holds does not tell the
     mistake from a correct function."""
     from .compare import Expected, _kind
@@ -252,7 +252,7 @@ def could_be_correct(tree, expected, settings: dict) -> bool:
     if isinstance(expected.native, torch.Tensor):
         if tuple(tree.native.shape) != tuple(expected.native.shape):
             return False
-        if settings.get("check_dtype", True) and tree.dtype != expected.dtype:
+        if tree.dtype != expected.dtype:
             return False
         if not expected.native.is_floating_point():
             return tree.native.dtype == expected.native.dtype and torch.equal(tree.native, expected.native)
