@@ -70,7 +70,7 @@ from .report import RECOGNITION_LINES, UNSANDBOXED
 from .safe_files import copy_tree, read_file, remove_tree
 from .sandbox import sandbox_available, sandbox_kind, sandboxed, unsandboxed_env
 from .stubs import stub_tree
-from .uids import allocate, become_subreaper
+from .uids import allocate, become_subreaper, sweep
 from .suite_api import suite_names
 
 SUBMISSION_BYTES = 64 * 2**20  # what of a submission folder is copied in
@@ -368,6 +368,10 @@ def grade(assignment: str, course: Path, jobs: int = 2, timeout: float = 600.0, 
     finally:
         remove_tree(tmp_root)  # whatever a submission left in its folder, however deep
     drain_pending()  # a slot that was slow to empty (a process killed mid-allocation) is removed before the run ends
+    if sandbox_kind() == "user":
+        left = sweep()  # and every process of the ids this run handed out is gone
+        if left:
+            print(f"autograder.grade: processes of this run's ids still there after 120 s: {left}", file=sys.stderr)
     write_grades(course, assignment, rows=rows, cells=cells, roster=roster, canvas_column=canvas_column)
     return rows
 

@@ -18,7 +18,8 @@ fatal or stop signal pending creates no child); it is repeated until /proc shows
 or none running (stopped). A killed process stays in /proc as a zombie, its name readable by all,
 until its parent reaps it: the grader makes itself the subreaper of what it starts
 (`become_subreaper`), so that orphans of the submission become its children, and reaps them
-itself (`kill_ids`), not waiting on another init.
+itself (`kill_ids`), not waiting on another init. A grading run, before it returns, kills what is
+left of every id it handed out (`sweep`).
 """
 
 from __future__ import annotations
@@ -172,6 +173,17 @@ def allocate(n: int = 2) -> Users:
             raise RuntimeError(f"no {n} free ids left in AUTOGRADER_UIDS={r.start}-{r.stop - 1} for this grading "
                                "(each submission takes two, never handed out twice in one grading)")
     return Users(got[0][0], got[1][0], [fd for _, fd in got])
+
+
+def sweep(patience: float = 120.0) -> list[int]:
+    """Kill what is left of every id this process handed out (`allocate`), for up to `patience`
+    seconds: a grading run calls it before it returns, so that nothing of a submission outlives the
+    run where that submission's own close gave up (`Users.kill`'s 10 s, on a loaded machine). The
+    pids still there."""
+    with _used_lock:
+        used = set(_used)
+    alive = sorted({u for p in proc_table().values() for u in p.uids if u in used})
+    return kill_ids(alive, patience) if alive else []
 
 
 def holders_of(pid: int) -> list[int]:

@@ -187,6 +187,16 @@ def test_ids_are_handed_out_once_and_their_daemons_stopped_and_killed(users):
     assert users.kill() == [] and processes_of(users.uids, zombies=True) == []
 
 
+def test_the_run_sweeps_what_a_submission_left_of_its_ids(users):
+    """A daemon of an id this process handed out, left alive after its submission (a close that gave
+    up), is killed by the sweep a grading run makes before it returns; nothing of the id is left."""
+    from autograder.uids import processes_of, sweep
+
+    daemon = confined(users.kernel, "kernel", DAEMON.replace("GIB", "0.01"))["daemon"]
+    assert daemon in processes_of([users.kernel])
+    assert sweep(patience=30) == [] and processes_of(users.uids, zombies=True) == []
+
+
 @pytest.mark.slow
 def test_memory_is_counted_over_every_process_of_the_ids(users, monkeypatch):
     """No cgroup (as in a container): a daemon of the kernel's id holding 1.5 GiB, reparented away
