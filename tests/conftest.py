@@ -17,6 +17,26 @@ import torch
 torch.set_num_threads(1)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Under `--dist loadgroup` (make test), the group of each test marked `xdist_group` as a suffix
+    of its node id ("...@group"), which is how xdist's scheduler keeps a group on one worker.
+    xdist 3.8 writes that suffix to `item._nodeid`, which pytest 9 no longer reads (it keeps the id
+    in `item._id`): every group was split over both workers, each making the group's judge run,
+    catalogue grading or zip again. Written here where this pytest reads it; nothing to do where
+    xdist's own suffix took."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                         for m in item.iter_markers("xdist_group")})
+        suffix = "@" + "_".join(groups)
+        if groups and not item.nodeid.endswith(suffix):
+            item._id = NodeId.parse(item.nodeid + suffix)
+
+
 @pytest.fixture(scope="session")
 def tok():
     """The course tokenizer (data/tokenizer)."""
