@@ -102,7 +102,8 @@ print("all visible checks passed")
 
 # %% [markdown]
 # `kl_k3`: $r - \log r - 1$ per token, in the inputs' shape and dtype, from `torch.expm1` (above);
-# the same `ValueError` when the shapes differ, and the same hidden checks.
+# the same `ValueError` when the shapes differ; its hidden checks add log-ratios up to $\pm 20$, in
+# float32 and float64, where $r$ or $1/r$ is near $e^{20}$.
 
 # %% [solution] course_lib.kl:kl_k3
 import torch

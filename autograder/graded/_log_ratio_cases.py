@@ -49,3 +49,11 @@ def common_cases(d: Draw) -> list[tuple[str, dict]]:
         ("empty_0x7", d.case(d.spread(0, 7), grad=False)),
         ("B8_T128_float32", d.case(d.spread(8, 128, scale=0.5))),
     ]
+
+
+def log_ratio_cases(gen: torch.Generator) -> list[tuple[str, dict]]:
+    """The cases of k1 and k2: `common_cases` and log-ratios up to +-20."""
+    d = Draw(gen)
+    pm20 = d.uniform(4, 10, low=-20.0, high=20.0)
+    pm20[0, 0], pm20[0, 1] = 20.0, -20.0
+    return common_cases(d) + [("log_ratio_pm20_float32_4x10", d.case(pm20))]
