@@ -159,7 +159,7 @@ def grade_one_notebook(course: Path, source: Path, settings: dict, deadline: flo
 
 def stop_grading(proc: subprocess.Popen) -> None:
     """Kill the grading command's process group and every process of the ids it held."""
-    from .uids import holders_of, kill_ids
+    from .uids import holders_of, kill_released
 
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -168,7 +168,7 @@ def stop_grading(proc: subprocess.Popen) -> None:
     proc.wait()
     held = holders_of(proc.pid)
     if held:
-        left = kill_ids(held)
+        left = kill_released(held)
         if left:
             print(f"processes of ids {held} left after the grading was stopped: {left}", flush=True)
 

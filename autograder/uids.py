@@ -19,7 +19,7 @@ or none running (stopped). A killed process stays in /proc as a zombie, its name
 until its parent reaps it: the grader makes itself the subreaper of what it starts
 (`become_subreaper`), so that orphans of the submission become its children, and reaps them
 itself (`kill_ids`), not waiting on another init. A grading run, before it returns, kills what is
-left of every id it handed out (`sweep`).
+left of every id it handed out and no other grading has taken since (`sweep`).
 """
 
 from __future__ import annotations
@@ -176,14 +176,36 @@ def allocate(n: int = 2) -> Users:
 
 
 def sweep(patience: float = 120.0) -> list[int]:
-    """Kill what is left of every id this process handed out (`allocate`), for up to `patience`
-    seconds: a grading run calls it before it returns, so that nothing of a submission outlives the
-    run where that submission's own close gave up (`Users.kill`'s 10 s, on a loaded machine). The
-    pids still there."""
+    """Kill what is left of every id this process handed out (`allocate`) and has released, for up
+    to `patience` seconds: a grading run calls it before it returns, so that nothing of a submission
+    outlives the run where that submission's own close gave up (`Users.kill`'s 10 s, on a loaded
+    machine). The pids still there (see `kill_released`)."""
     with _used_lock:
         used = set(_used)
-    alive = sorted({u for p in proc_table().values() for u in p.uids if u in used})
-    return kill_ids(alive, patience) if alive else []
+    return kill_released(used, patience)
+
+
+def kill_released(uids, patience: float = 10.0) -> list[int]:
+    """Kill every process of those of `uids` whose lock no one holds, holding it meanwhile, for up to
+    `patience` seconds; the pids still there. An id whose lock another holds is not touched: a
+    released id may since have been handed to another grading on this machine, which holds its lock
+    and took it only when no process ran as it, so what runs as it now is that grading's."""
+    alive = sorted({u for p in proc_table().values() for u in p.uids if u in set(uids)})
+    if not alive:
+        return []
+    locks_dir, held = _lock_dir(), {}
+    try:
+        for uid in alive:
+            fd = os.open(locks_dir / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held[uid] = fd
+            except OSError:
+                os.close(fd)
+        return kill_ids(sorted(held), patience) if held else []
+    finally:
+        for fd in held.values():
+            os.close(fd)
 
 
 def holders_of(pid: int) -> list[int]:

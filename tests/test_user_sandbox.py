@@ -194,8 +194,38 @@ def test_the_run_sweeps_what_a_submission_left_of_its_ids(users):
 
     daemon = confined(users.kernel, "kernel", DAEMON.replace("GIB", "0.01"))["daemon"]
     assert daemon in processes_of([users.kernel])
+    users.release()  # the submission's close: its ids' locks freed
     assert sweep(patience=30) == [] and processes_of(users.uids, zombies=True) == []
 
+
+HOLDER = r'''
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.read()
+'''
+
+
+def test_the_sweep_leaves_an_id_another_grading_has_taken_since():
+    """An id this process handed out and released may since be another grading's on the same
+    machine (two `make grade` runs, or a Gradescope run beside one): while another process holds its
+    lock, a daemon of it outlives this process's sweep; once the lock is free, the sweep kills it."""
+    needs_root()
+    from autograder.uids import LOCKS, allocate, processes_of, sweep
+
+    pair = allocate()
+    pair.release()
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(LOCKS / str(pair.kernel))], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        daemon = confined(pair.kernel, "kernel", DAEMON.replace("GIB", "0.01"))["daemon"]
+        sweep(patience=5)
+        assert daemon in processes_of([pair.kernel]), "the sweep killed a process of an id another grading holds"
+    finally:
+        holder.communicate("", timeout=30)
+    assert sweep(patience=30) == [] and processes_of(pair.uids, zombies=True) == []
 
 @pytest.mark.slow
 def test_memory_is_counted_over_every_process_of_the_ids(users, monkeypatch):
