@@ -81,6 +81,24 @@ def practice_cases(suite: str, seed: int) -> dict:
                          for name, m in data["mistakes"].items()}}
 
 
+_PRACTICE_FILES: dict[tuple[str, int, str], bytes] = {}
+
+
+def practice_file(suite: str, seed: int) -> bytes:
+    """`practice_cases(suite, seed)` as the bytes of a torch.save file, made once per process and
+    fingerprint: the kit of every later assignment holds the same file."""
+    import torch
+
+    from .cases import fingerprint
+
+    key = (suite, seed, fingerprint(suite))
+    if key not in _PRACTICE_FILES:
+        buffer = io.BytesIO()
+        torch.save(practice_cases(suite, seed), buffer)
+        _PRACTICE_FILES[key] = buffer.getvalue()
+    return _PRACTICE_FILES[key]
+
+
 def write_course_lib(dest: Path, assignment: str) -> Path:
     """Write `dest/course_lib`, the kit's library: the names `student_view.stubbed(assignment)` names
     stubbed (the graded names of NN and later, their twins). Returns that folder."""
@@ -99,7 +117,6 @@ def kit_requirements() -> str:
 
 def build_kit(assignment: str, out: Path, seed: int | None = None, make_zip: bool = True) -> Path:
     """Write the kit of `assignment` to `out` (replaced if it exists) and `out`.zip."""
-    from .cases import save_cases
     from .suite_api import PRACTICE_SEED
 
     seed = PRACTICE_SEED if seed is None else seed
@@ -123,8 +140,9 @@ def build_kit(assignment: str, out: Path, seed: int | None = None, make_zip: boo
     manifest = {}
     for a in included:
         manifest[a] = {"notebook": sorted(p.name for p in (NOTEBOOKS / a).glob("*.ipynb")), "suites": suites[a]}
+        (out / "practice" / a).mkdir(parents=True)
         for suite in suites[a]:
-            save_cases(practice_cases(suite, seed), out / "practice" / a / f"{suite}.pt")
+            (out / "practice" / a / f"{suite}.pt").write_bytes(practice_file(suite, seed))
     (out / "practice").mkdir(exist_ok=True)
     (out / "practice" / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     for name in ("README.md", "Makefile"):
