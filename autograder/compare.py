@@ -45,6 +45,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 ROUNDING_FACTOR = 16.0
@@ -200,20 +201,26 @@ def atol_at(exp: Expected, where: torch.Tensor):
 
 
 def _values(got: torch.Tensor, exp: Expected, where: str) -> list[dict]:
-    """Elementwise check of a floating tensor against its truth."""
-    g, t = got.to(torch.float64), exp.truth
-    if not torch.equal(torch.isnan(g), torch.isnan(t)) or not torch.equal(torch.isinf(g) & (g > 0), torch.isinf(t) & (t > 0)) \
-            or not torch.equal(torch.isinf(g) & (g < 0), torch.isinf(t) & (t < 0)):
+    """Elementwise check of a floating tensor against its truth. In numpy: the same float64
+    arithmetic as torch's, at a quarter of the cost on the small tensors of cases."""
+    g, t = got.detach().cpu().to(torch.float64).numpy(), exp.truth.detach().cpu().numpy()
+    if not (np.array_equal(np.isnan(g), np.isnan(t)) and np.array_equal(np.isposinf(g), np.isposinf(t))
+            and np.array_equal(np.isneginf(g), np.isneginf(t))):
         return [_problem(where, "nan")]
-    finite = torch.isfinite(t)
-    if not bool(finite.any()):
+    finite = np.isfinite(t)
+    if not finite.any():
         return []
-    diff = (g[finite] - t[finite]).abs()
-    allowed = atol_at(exp, finite) + exp.rtol * t[finite].abs()
+    diff = np.abs(g[finite] - t[finite])
+    atol = exp.atol
+    if isinstance(atol, torch.Tensor):
+        atol = atol.detach().cpu().to(torch.float64).numpy()
+        atol = atol.reshape(-1)[finite.reshape(-1)] if atol.size == finite.size else atol
+    allowed = atol + exp.rtol * np.abs(t[finite])
     bad = diff > allowed
-    if not bool(bad.any()):
+    if not bad.any():
         return []
-    ratio = torch.where(allowed > 0, diff / allowed.clamp(min=1e-300), torch.full_like(diff, math.inf))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(allowed > 0, diff / np.maximum(allowed, 1e-300), math.inf)
     worst = int(ratio.argmax())
     return [_problem(where, "value", float(diff[worst]), float(allowed[worst]))]
 
