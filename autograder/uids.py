@@ -143,6 +143,17 @@ def file_owners() -> set[int]:
     return owners
 
 
+def _try_lock(locks_dir: Path, uid: int) -> int | None:
+    """The file descriptor holding `uid`'s lock, or None where another holds it."""
+    fd = os.open(locks_dir / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def allocate(n: int = 2) -> Users:
     """The next `n` (2: kernel, runner) free ids of the range, locked until `release()`."""
     if os.geteuid() != 0:
@@ -156,11 +167,8 @@ def allocate(n: int = 2) -> Users:
                 break
             if uid in _used or uid in busy or _named(uid):
                 continue
-            fd = os.open(locks_dir / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
+            fd = _try_lock(locks_dir, uid)
+            if fd is None:
                 continue
             os.ftruncate(fd, 0)
             os.write(fd, f"{os.getpid()}\n".encode())
@@ -190,18 +198,15 @@ def kill_released(uids, patience: float = 10.0) -> list[int]:
     `patience` seconds; the pids still there. An id whose lock another holds is not touched: a
     released id may since have been handed to another grading on this machine, which holds its lock
     and took it only when no process ran as it, so what runs as it now is that grading's."""
-    alive = sorted({u for p in proc_table().values() for u in p.uids if u in set(uids)})
+    wanted = set(uids)
+    alive = sorted({u for p in proc_table().values() for u in p.uids if u in wanted})
     if not alive:
         return []
     locks_dir, held = _lock_dir(), {}
     try:
         for uid in alive:
-            fd = os.open(locks_dir / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if (fd := _try_lock(locks_dir, uid)) is not None:
                 held[uid] = fd
-            except OSError:
-                os.close(fd)
         return kill_ids(sorted(held), patience) if held else []
     finally:
         for fd in held.values():
