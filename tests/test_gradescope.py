@@ -240,8 +240,8 @@ def test_an_endless_loop_is_a_timeout_result(place, built):
 
 # ---------------------------------------------------------------- where bubblewrap cannot run
 SHORT_S = 90  # a limit the solution's first cells reach on a loaded machine (load 15-25 here), not its last
-LOOP_S = 20  # an endless loop times out wherever its cell is reached: it burns a core until the limit
-LOOP = "\nwhile True:\n    pass\n"
+LOOP_S = 20  # an endless loop times out wherever its cell is reached (niced: it spins on idle cores until the limit)
+LOOP = "\nimport os\nos.nice(19)\nwhile True:\n    pass\n"
 FLOOD = "\nimport os\nfor _ in range(100):\n    os.write(1, b'x' * 2**20)\n"
 
 
