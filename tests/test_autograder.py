@@ -23,9 +23,10 @@ import torch
 
 from autograder.compare import Expected, NearTie, compare, expected_tree, margin, verdict
 from autograder.report import format_report, redact
-from tests.helpers import REPO, fn_from, slot_leftovers
+from tests.helpers import REPO, error_outputs, fn_from, slot_leftovers
 
 ROOT = Path(__file__).resolve().parents[1]
+GRADING_LIMIT_S = float(os.environ.get("COURSE_NOTEBOOK_LIMIT_S", "240"))  # generous: shared CI cores
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").glob("[0-9][0-9]") if any(p.glob("*.ipynb")))
 SETTINGS = {}  # a suite's settings (`suite_settings`): none changes a comparison
 
@@ -541,12 +542,19 @@ def grade(assignment, course, **kwargs):
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_autograde_solutions_full_marks_release_zero(assignment, tmp_path):
+    """The solution notebook and its release, graded as students' in the sandbox: the solution runs
+    top to bottom with no error in any cell (the course's one run of it) within GRADING_LIMIT_S,
+    and earns full marks; the release earns nothing."""
     for student, folder in (("solution", "solutions"), ("release", "notebooks")):
         target = tmp_path / "submitted" / student / assignment
         shutil.copytree(ROOT / folder / assignment, target)
     rows = grade(assignment, tmp_path, jobs=2, timeout=600)
     solution, release = rows["solution"], rows["release"]
     assert solution["status"] == "ok" and solution["max_score"] > 0, solution
+    executed = nbformat.read(next((tmp_path / "autograded" / "solution" / assignment).glob("*.ipynb")), as_version=4)
+    errors = error_outputs(executed)
+    assert len(executed.cells) > 1 and not errors, f"{assignment}: {errors[:3]}"
+    assert solution["seconds"] < GRADING_LIMIT_S, f"{assignment}: graded in {solution['seconds']} s"
     assert solution["score"] == solution["max_score"], solution
     assert release["status"] == "ok", release
     assert release["cells"] and all(v == 0 for v in release["cells"].values()), release
