@@ -52,7 +52,7 @@ def test_the_server_samples_like_the_trainer_syncs_weights_and_leaves_nothing_be
     the trainer's forward; a weight sync makes it sample the new weights; without the prefix-cache reset
     repeated prompts are served from the old weights' keys and values (the stale-cache bug); a server
     that dies mid-run gives a clear error; GRPO steps with the server as the rollout backend leave it
-    sampling the trained policy; its whole process group is gone after stop."""
+    sampling the trained policy; its whole process group, and the shared memory it mapped, are gone after stop."""
     _need_vllm()
     torch.set_num_threads(1)
     sft, tok = load_tiny("qwen2-sft")
@@ -128,6 +128,8 @@ def test_the_server_samples_like_the_trainer_syncs_weights_and_leaves_nothing_be
                                train_data=questions, eval_data=[], engine=engine, progress=False)
         assert len([r for r in fell_back.metrics if r["kind"] == "train"]) == 3
     assert server.process is None and not group_members(pid), "a process of the server outlived it"
+    assert server.shared_memory and not [p for p in server.shared_memory if os.path.exists(p)], \
+        "the killed server's shared memory outlived it"
 
 
 @pytest.mark.vllm

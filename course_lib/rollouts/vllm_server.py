@@ -83,6 +83,23 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+def shared_memory_of(pids) -> set[str]:
+    """The POSIX shared-memory files (/dev/shm/...) that the processes `pids` map now: vLLM's
+    message queues between its server and its engine core are such files, which a killed
+    process cannot remove."""
+    found = set()
+    for pid in pids:
+        try:
+            maps = Path(f"/proc/{pid}/maps").read_text()
+        except OSError:
+            continue
+        for line in maps.splitlines():
+            parts = line.split(None, 5)
+            if len(parts) == 6 and parts[5].startswith("/dev/shm/"):
+                found.add(parts[5].removesuffix(" (deleted)"))
+    return found
+
+
 def log_tail(path: Path, lines: int = 20) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -108,6 +125,7 @@ class VLLMServer:
         self.block_size = block_size
         self.log = Path(log) if log else Path(tempfile.mkstemp(prefix="vllm-server-", suffix=".log")[1])
         self.process: subprocess.Popen | None = None
+        self.shared_memory: set[str] = set()  # what its processes mapped in /dev/shm: removed on stop
 
     @property
     def url(self) -> str:
@@ -140,6 +158,7 @@ class VLLMServer:
                                   f"ends:\n{log_tail(self.log)}\nWhat to do: read the log's last lines above; "
                                   f"{BUILD_HINT}")
             if self.healthy(timeout=2.0):
+                self.shared_memory = shared_memory_of(group_members(self.process.pid))
                 return self
             time.sleep(1.0)
         self.stop()
@@ -156,10 +175,13 @@ class VLLMServer:
 
     def stop(self, patience: float = 20.0) -> None:
         """SIGTERM to the server's process group (its engine core with it, even when the server itself
-        is gone already), SIGKILL to what is left after `patience` seconds; idempotent."""
+        is gone already), SIGKILL to what is left after `patience` seconds; then the shared-memory
+        files it mapped are removed (a killed or crashed server leaves them, hundreds of MB of RAM
+        each); idempotent."""
         process, self.process = self.process, None
         if process is None:
             return
+        self.shared_memory |= shared_memory_of(group_members(process.pid))
         for sig, wait in ((signal.SIGTERM, patience), (signal.SIGKILL, 10.0)):
             if not group_members(process.pid):
                 break
@@ -177,6 +199,9 @@ class VLLMServer:
                 else:
                     time.sleep(0.2)
         process.poll()
+        if not group_members(process.pid):  # no process of the server is left to use them
+            for path in self.shared_memory:
+                Path(path).unlink(missing_ok=True)
 
     def __enter__(self) -> "VLLMServer":
         return self.start()
