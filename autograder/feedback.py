@@ -13,9 +13,9 @@ traceback, so no source line of the checker or of a hidden test). What a student
 hidden cases is therefore the judge's redacted report: per case its name, pass or fail, and
 whether a failure is at rounding scale or far off, never an expected value or an error figure.
 
-Only the notebooks the gradebook knows (the assignment's own) are rendered, each student in a
-run of nbgrader of its own: a notebook a submission added, or one nbgrader cannot render, costs
-that student a note, never the class its feedback.
+Only the notebooks the gradebook knows (the assignment's own) are rendered, the whole class in one
+run of nbgrader; where that run fails, each student in a run of their own: a notebook a submission
+added, or one nbgrader cannot render, costs that student a note, never the class its feedback.
 """
 
 from __future__ import annotations
@@ -86,24 +86,54 @@ def feedback(assignment: str, course: Path, source: Path | None = None) -> list[
         prepare_course(base, [assignment], solutions=Path(source or SOLUTIONS))
         shutil.rmtree(base / "source", ignore_errors=True)  # not needed: the gradebook has the cells
         known = {c["notebook"] for c in gradebook_cells(base, assignment)}
+        together = class_feedback(base, Path(tmp) / "class", course, assignment, rows, known)
         for i, row in enumerate(rows):
             dest = course / "feedback" / row["student"] / assignment
             shutil.rmtree(dest, ignore_errors=True)
             dest.mkdir(parents=True)
             try:
-                written += student_feedback(base, Path(tmp) / f"s{i}", course, assignment, row, known, dest)
+                if row["student"] not in together:  # a run of its own
+                    work = Path(tmp) / f"s{i}"
+                    shutil.copytree(base, work)
+                    add_student(work, course, assignment, row, known)
+                    nbgrader(["generate_feedback", assignment, "--student", row["student"], "--force"], work)
+                    together[row["student"]] = rendered(work, row["student"], assignment)
+                for html in together[row["student"]]:
+                    shutil.copy(html, dest / html.name)
+                    written.append(dest / html.name)
             except Exception as e:  # noqa: BLE001 - one student's feedback never stops the others
                 (dest / "FAILED.txt").write_text(f"no feedback could be made: {type(e).__name__}\n", encoding="utf-8")
     return written
 
 
-def student_feedback(base: Path, work: Path, course: Path, assignment: str, row: dict, known: set[str],
-                     dest: Path) -> list[Path]:
-    """One student's feedback, in a course folder of its own (a copy of `base`)."""
-    student = row["student"]
+def class_feedback(base: Path, work: Path, course: Path, assignment: str, rows: list[dict],
+                   known: set[str]) -> dict[str, list[Path]]:
+    """Every student of `rows` in one run of nbgrader, in a copy of `base`: {student: HTML files}
+    for each student all of whose notebooks were rendered; nothing when the run fails."""
     shutil.copytree(base, work)
+    notebooks = {}
+    for row in rows:
+        try:
+            notebooks[row["student"]] = add_student(work, course, assignment, row, known)
+        except Exception:  # noqa: BLE001 - that student alone, in a run of their own
+            shutil.rmtree(work / "autograded" / row["student"], ignore_errors=True)
+    if nbgrader(["generate_feedback", assignment, "--force"], work, check=False).returncode != 0:
+        return {}
+    out = {}
+    for student, names in notebooks.items():
+        html = rendered(work, student, assignment)
+        if names and {p.stem for p in html} == names:
+            out[student] = html
+    return out
+
+
+def add_student(work: Path, course: Path, assignment: str, row: dict, known: set[str]) -> set[str]:
+    """The student's executed notebooks that the gradebook knows, cleaned, into `work`'s autograded
+    folder, and the grading command's scores into its gradebook; the names of the notebooks."""
+    student = row["student"]
     target = work / "autograded" / student / assignment
     target.mkdir(parents=True)
+    names = set()
     for path in sorted((course / "autograded" / student / assignment).glob("*.ipynb")):
         if path.stem not in known or path.is_symlink():
             continue
@@ -112,13 +142,13 @@ def student_feedback(base: Path, work: Path, course: Path, assignment: str, row:
         except Exception:  # noqa: BLE001 - a notebook the submission broke: no feedback for it
             continue
         nbformat.write(clean_notebook(nb), target / path.name)
+        names.add(path.stem)
     record_scores(work / "gradebook.db", assignment, student, row["cells"])
-    nbgrader(["generate_feedback", assignment, "--student", student, "--force"], work)
-    written = []
-    for html in sorted((work / "feedback" / student / assignment).glob("*.html")):
-        shutil.copy(html, dest / html.name)
-        written.append(dest / html.name)
-    return written
+    return names
+
+
+def rendered(work: Path, student: str, assignment: str) -> list[Path]:
+    return sorted((work / "feedback" / student / assignment).glob("*.html"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -563,6 +563,38 @@ def test_autograde_solutions_full_marks_release_zero(assignment, tmp_path):
     print(f"{assignment}: solution graded in {solution['seconds']} s, release in {release['seconds']} s")
 
 
+@pytest.mark.slow
+def test_feedback_renders_the_class_in_one_run_and_a_broken_notebook_alone(tmp_path, monkeypatch):
+    """`make feedback`: the class in one run of nbgrader; where that run fails (here: a graded cell
+    whose id the gradebook does not know), each student in a run of their own, so the broken
+    notebook costs its student a FAILED.txt and the others keep their feedback."""
+    import autograder.feedback as fb
+
+    for student in ("ann", "bob", "cat"):
+        shutil.copytree(ROOT / "solutions" / "02", tmp_path / "submitted" / student / "02")
+    rows = grade("02", tmp_path, jobs=2, timeout=600)
+    assert [rows[s]["score"] for s in ("ann", "bob", "cat")] == [5, 5, 5], rows
+    runs, real = [], fb.nbgrader
+    monkeypatch.setattr(fb, "nbgrader", lambda args, *a, **k: runs.append(args) or real(args, *a, **k))
+
+    written = fb.feedback("02", tmp_path)
+    assert runs == [["generate_feedback", "02", "--force"]]
+    assert sorted(p.parts[-3] for p in written) == ["ann", "bob", "cat"]
+    assert all("5.0 / 5.0" in p.read_text(encoding="utf-8") for p in written)
+
+    path = next((tmp_path / "autograded" / "bob" / "02").glob("*.ipynb"))
+    nb = nbformat.read(path, as_version=4)
+    next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")).metadata.nbgrader.grade_id = "not_a_cell"
+    nbformat.write(nb, path)
+    runs.clear()
+    written = fb.feedback("02", tmp_path)
+    assert runs == [["generate_feedback", "02", "--force"]] + [
+        ["generate_feedback", "02", "--student", s, "--force"] for s in ("ann", "bob", "cat")]
+    assert sorted(p.parts[-3] for p in written) == ["ann", "cat"]
+    assert (tmp_path / "feedback" / "bob" / "02" / "FAILED.txt").is_file()
+    assert not list((tmp_path / "feedback" / "bob" / "02").glob("*.html"))
+
+
 SYNTH_SOLUTION = '''def extract_gsm8k_answer(answer_text):
     """The final answer after the last '####', thousands commas removed."""
     ### BEGIN SOLUTION
