@@ -542,9 +542,10 @@ def grade(assignment, course, **kwargs):
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_autograde_solutions_full_marks_release_zero(assignment, tmp_path):
-    """The solution notebook and its release, graded as students' in the sandbox: the solution runs
-    top to bottom with no error in any cell (the course's one run of it) within GRADING_LIMIT_S,
-    and earns full marks; the release earns nothing."""
+    """The solution notebook and its release, graded as students' in the sandbox (the course's one
+    run of each): the solution runs top to bottom with no error in any cell within GRADING_LIMIT_S,
+    and earns full marks; in the release nothing errs before its first graded cell, the first error
+    is a graded cell's test failing on the stub (NotImplementedError), and it earns nothing."""
     for student, folder in (("solution", "solutions"), ("release", "notebooks")):
         target = tmp_path / "submitted" / student / assignment
         shutil.copytree(ROOT / folder / assignment, target)
@@ -558,6 +559,13 @@ def test_autograde_solutions_full_marks_release_zero(assignment, tmp_path):
     assert solution["score"] == solution["max_score"], solution
     assert release["status"] == "ok", release
     assert release["cells"] and all(v == 0 for v in release["cells"].values()), release
+    released = nbformat.read(next((tmp_path / "autograded" / "release" / assignment).glob("*.ipynb")), as_version=4)
+    first = min(i for i, c in enumerate(released.cells) if c.metadata.get("nbgrader", {}).get("solution"))
+    index, ename, evalue = error_outputs(released)[0]
+    meta = released.cells[index].metadata.get("nbgrader", {})
+    assert index >= first and (meta.get("solution") or meta.get("grade")), \
+        f"{assignment}: cell {index} raised {ename} before the first graded cell ({first}) or its test"
+    assert ename == "HiddenCheckFailed" and "raised NotImplementedError" in evalue, (assignment, index, ename, evalue[:500])
     assert (tmp_path / "grades" / f"{assignment}.csv").is_file()
     assert (tmp_path / "autograded" / "solution" / assignment).is_dir()
     print(f"{assignment}: solution graded in {solution['seconds']} s, release in {release['seconds']} s")
