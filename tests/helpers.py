@@ -14,12 +14,6 @@ from autograder.mistakes import function_from as fn_from  # a notebook cell's fu
 REPO = Path(__file__).resolve().parent.parent
 
 
-def error_outputs(nb) -> list[tuple[int, str, str]]:
-    """(cell index, exception name, its message) of every error output of an executed notebook."""
-    return [(i, o.get("ename", ""), o.get("evalue", "")) for i, c in enumerate(nb.cells) if c.cell_type == "code"
-            for o in c.get("outputs", []) if o.get("output_type") == "error"]
-
-
 # ---------------------------------------------------------------- random tensors for property tests
 def _property_strategies():
     from hypothesis import settings

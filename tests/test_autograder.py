@@ -23,7 +23,7 @@ import torch
 
 from autograder.compare import Expected, NearTie, compare, expected_tree, margin, verdict
 from autograder.report import format_report, redact
-from tests.helpers import REPO, error_outputs, fn_from, slot_leftovers
+from tests.helpers import REPO, fn_from, slot_leftovers
 
 ROOT = Path(__file__).resolve().parents[1]
 GRADING_LIMIT_S = float(os.environ.get("COURSE_NOTEBOOK_LIMIT_S", "240"))  # generous: shared CI cores
@@ -537,6 +537,12 @@ def grade(assignment, course, **kwargs):
     from autograder.grade import grade as run
 
     return {r["student"]: r for r in run(assignment, course, **kwargs)}
+
+
+def error_outputs(nb) -> list[tuple[int, str, str]]:
+    """(cell index, exception name, its message) of every error output of an executed notebook."""
+    return [(i, o.get("ename", ""), o.get("evalue", "")) for i, c in enumerate(nb.cells) if c.cell_type == "code"
+            for o in c.get("outputs", []) if o.get("output_type") == "error"]
 
 
 @pytest.mark.slow

@@ -20,7 +20,6 @@ from pathlib import Path
 import nbformat
 import pytest
 
-
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted((ROOT / "solutions").glob("[0-9][0-9]/*.ipynb"))
 RELEASES = sorted((ROOT / "notebooks").glob("[0-9][0-9]/*.ipynb"))
@@ -75,10 +74,16 @@ def test_release_leaks_no_solution_or_hidden_test(path):
 def test_every_graded_cell_of_a_release_is_a_stub_that_says_what_to_do(path):
     """What a student runs first in a graded cell raises NotImplementedError with what to do (the
     release's run in the sandbox, `tests/test_autograder.py`, fails there on it)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from autograder.course_folder import CONFIG
+
+    stub = PyFileConfigLoader(str(CONFIG)).load_config().ClearSolutions.code_stub["python"]
+    assert "NotImplementedError(\"replace this line with your code" in stub, stub
     stubs = [c.source for c in nbformat.read(path, as_version=4).cells if c.metadata.get("nbgrader", {}).get("solution")]
     assert stubs, f"{path} has no graded cell"
-    stub = 'raise NotImplementedError("replace this line with your code, then run this cell and the ones below it")'
-    assert all(stub in source for source in stubs), f"{path}: a graded cell without the stub {stub!r}"
+    lines = [line for line in stub.splitlines() if line.strip()]  # indented in a function's body
+    assert all(all(line in source for line in lines) for source in stubs), f"{path}: a graded cell without the stub {stub!r}"
 
 
 def _strings(obj):
